@@ -1,0 +1,84 @@
+"""What every command shares: the workspace, error-to-exit-code mapping, check printing."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import typer
+
+from rc1.runtime.errors import EXIT_CRASH, Rc1Error
+from rc1.runtime.workspace import Workspace, resolve_workspace
+
+
+@dataclass
+class _State:
+    workdir: str | None = None
+
+
+STATE = _State()
+
+
+def workspace() -> Workspace:
+    return resolve_workspace(STATE.workdir)
+
+
+def fail(exc: Rc1Error) -> "typer.Exit":
+    """Print an Rc1Error as one line (plus its detail lines) and return the Exit to raise."""
+    typer.echo(f"error: {exc.message}", err=True)
+    for line in exc.lines:
+        typer.echo(f"  {line}", err=True)
+    return typer.Exit(exc.exit_code)
+
+
+def run_guarded(app: typer.Typer, argv: list[str] | None = None) -> int:
+    """Run the Typer app; Rc1Error -> one clear line and its exit code; anything else -> FATAL."""
+    from rc1.runtime.fatal import report_fatal
+
+    try:
+        rv = app(args=argv, standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except Rc1Error as exc:
+        fail(exc)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the one place crashes are turned into FATAL + ERROR json
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            return 2
+        if isinstance(exc, click.exceptions.Abort):
+            typer.echo("aborted", err=True)
+            return 1
+        report_fatal(workspace(), exc)
+        return EXIT_CRASH
+
+
+def print_checks(results: Iterable, echo: Callable[[str], None] = typer.echo) -> None:
+    """Print every check of every gate result: PASS/FAIL, name, measured value, threshold."""
+    for res in results:
+        echo(f"[{'PASS' if res.passed else 'FAIL'}] {res.gate}")
+        for c in res.checks:
+            measured = _fmt(c.measured)
+            line = f"    {'ok  ' if c.passed else 'FAIL'} {c.name}: {measured} (threshold {c.threshold})"
+            if c.detail:
+                line += f" - {c.detail}"
+            echo(line)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()

@@ -1,0 +1,154 @@
+"""Load and validate configs; every error is reported at once as a `dotted.path: message` line."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from rc1.config.schema import GatesConfig, TrainConfig, WeightsFile
+from rc1.runtime.atomic import atomic_write_text
+from rc1.runtime.errors import ConfigError
+from rc1.runtime.fingerprint import sha256_json
+from rc1.runtime.workspace import Workspace
+
+M = TypeVar("M", bound=BaseModel)
+EFFECTIVE_CONFIG = "reports/config_effective.yaml"
+
+
+def format_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"] if p != "__root__")
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        path = ".".join(p for p in (prefix, loc) if p)
+        lines.append(f"{path or '<root>'}: {msg}")
+    return lines
+
+
+def read_mapping(path: Path) -> dict:
+    """Read a YAML or JSON file that must hold a mapping; one clear ConfigError otherwise."""
+    if not path.exists():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else (
+            f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "")
+        reason = getattr(exc, "problem", None) or getattr(exc, "msg", None) or str(exc)
+        raise ConfigError(f"{path}: unreadable {'JSON' if path.suffix == '.json' else 'YAML'}{where}: {reason}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def validate(model: type[M], data: dict, source: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        lines = format_validation_error(err)
+        raise ConfigError(f"{source}: {len(lines)} error(s)", lines=lines) from None
+
+
+def _resolve(ws: Workspace | None, path: str | os.PathLike) -> Path:
+    p = Path(path)
+    if p.is_absolute() or ws is None:
+        return p
+    return ws.path(p)
+
+
+def load_train_config(path: str | os.PathLike, ws: Workspace | None = None) -> TrainConfig:
+    p = _resolve(ws, path)
+    cfg = validate(TrainConfig, read_mapping(p), str(path))
+    _apply_env_overrides(cfg)
+    return cfg
+
+
+def _apply_env_overrides(cfg: TrainConfig) -> None:
+    """Environment overrides the seeds use. RUN_MODE=prod forbids any simulate path."""
+    base = os.environ.get("BASE_MODEL")
+    if base:
+        cfg.model.base = base
+        if cfg.base_model is not None:
+            cfg.base_model = base
+    provider = os.environ.get("SCORER_PROVIDER")
+    if provider:
+        if provider not in cfg.scorer.providers:
+            raise ConfigError(f"SCORER_PROVIDER={provider!r}: unknown provider; known: {sorted(cfg.scorer.providers)}")
+        cfg.scorer.provider = provider  # type: ignore[assignment]
+    if os.environ.get("RUN_MODE", "").lower() in ("prod", "production") and cfg.simulate:
+        raise ConfigError("simulate: true is forbidden when RUN_MODE=prod")
+
+
+def load_gates_config(path: str | os.PathLike, ws: Workspace | None = None) -> GatesConfig:
+    p = _resolve(ws, path)
+    return validate(GatesConfig, read_mapping(p), str(path))
+
+
+def load_weights(path: str | os.PathLike, ws: Workspace | None = None, *, max_weight: float = 0.5,
+                 check_constraints: bool = True) -> WeightsFile:
+    p = _resolve(ws, path)
+    wf = validate(WeightsFile, read_mapping(p), str(path))
+    if check_constraints:
+        errs = wf.constraint_errors(max_weight=max_weight)
+        if errs:
+            raise ConfigError(f"{path}: {len(errs)} constraint(s) broken", lines=errs)
+    return wf
+
+
+def detect_kind(data: dict, path: Path) -> str:
+    if path.suffix == ".json" or "weights" in data and not ({"run", "model"} & set(data)):
+        return "weights"
+    if path.name.startswith("gates") or ({"pool", "difficulty", "scorer"} & set(data) and "run" not in data
+                                          and "model" not in data):
+        return "gates"
+    return "train"
+
+
+def verify_config_file(path: str | os.PathLike, ws: Workspace | None = None) -> tuple[str, BaseModel]:
+    """Validate any rc1 config by its kind (train / gates / weights). Raises ConfigError with every error."""
+    p = _resolve(ws, path)
+    data = read_mapping(p)
+    kind = detect_kind(data, p)
+    if kind == "weights":
+        return kind, load_weights(p)
+    if kind == "gates":
+        return kind, validate(GatesConfig, data, str(path))
+    cfg = validate(TrainConfig, data, str(path))
+    _apply_env_overrides(cfg)
+    # A train config names a gates config and weights: they must load too.
+    errs: list[str] = []
+    for label, ref, loader in (("gates", cfg.gates, load_gates_config), ("reward.weights", cfg.reward.weights, load_weights)):
+        try:
+            loader(ref, ws)
+        except ConfigError as exc:
+            errs.append(f"{label}: {exc.message}")
+            errs.extend(f"{label}: {line}" for line in exc.lines)
+    if errs:
+        raise ConfigError(f"{path}: {len(errs)} error(s) in referenced files", lines=errs)
+    return kind, cfg
+
+
+def config_hash(cfg: BaseModel) -> str:
+    return sha256_json(cfg.model_dump(mode="json"))
+
+
+def write_effective_config(ws: Workspace, cfg: TrainConfig, source: str | os.PathLike | None = None) -> Path:
+    body = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    header = f"# effective config (rc1); source: {source}; sha256(config): {config_hash(cfg)}\n" if source else ""
+    return atomic_write_text(ws.path(EFFECTIVE_CONFIG), header + body)

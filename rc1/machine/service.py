@@ -1,0 +1,120 @@
+"""What the CLI and the console call: load the machine, run gates, advance, read status."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from rc1.config.load import config_hash, load_gates_config, load_train_config
+from rc1.config.schema import GatesConfig, TrainConfig
+from rc1.gates.base import GateContext, GateResult
+from rc1.gates.registry import run_gate
+from rc1.machine import store
+from rc1.machine.machine import GATE_REPORTS, GatedMachine
+from rc1.machine.table import ALIASES, STATES, path_to
+from rc1.runtime.errors import ConfigError
+from rc1.runtime.workspace import Workspace
+
+
+@dataclass
+class Loaded:
+    config: TrainConfig | None
+    config_path: str | None
+    gates: GatesConfig
+    gates_path: str | None
+    config_hash: str | None
+
+
+def load_for_gates(ws: Workspace, config_path: str | None) -> Loaded:
+    """The run config (explicit, else the one the machine last used) and its gates config.
+
+    With no run config at all the production thresholds apply and the run-config check fails;
+    an explicit path that does not load is a config error (exit 2).
+    """
+    rec = store.load_record(ws)
+    path = config_path or rec.config_path
+    if path is None:
+        return Loaded(None, None, GatesConfig(), None, None)
+    cfg = load_train_config(path, ws)
+    gates = load_gates_config(cfg.gates, ws)
+    return Loaded(cfg, ws.rel(ws.path(path)), gates, cfg.gates, config_hash(cfg))
+
+
+def make_context(ws: Workspace, loaded: Loaded, gate: str, progress: Callable[[str], None] | None = None) -> GateContext:
+    return GateContext(ws=ws, gates=loaded.gates, round=gate, config=loaded.config,
+                       config_path=ws.path(loaded.config_path) if loaded.config_path else None,
+                       extras={"progress": progress, "config_path_rel": loaded.config_path,
+                               "gates_path_rel": loaded.gates_path})
+
+
+def open_machine(ws: Workspace, config_path: str | None = None,
+                 progress: Callable[[str], None] | None = None,
+                 gate_runner: Callable[[str], list[GateResult]] | None = None) -> GatedMachine:
+    loaded = load_for_gates(ws, config_path)
+    runner = gate_runner or (lambda gate: run_gate(gate, make_context(ws, loaded, gate, progress)))
+    return GatedMachine(ws, runner, config_path=loaded.config_path, config_hash=loaded.config_hash,
+                        profile=loaded.gates.profile)
+
+
+def resolve_state(name: str) -> str:
+    state = ALIASES.get(name, name)
+    if state not in STATES:
+        raise ConfigError(f"unknown state {name!r}; states: {', '.join(STATES)} (alias: round2)")
+    return state
+
+
+@dataclass
+class AdvanceOutcome:
+    start: str
+    state: str
+    target: str
+    gates: list[tuple[str, list[GateResult]]] = field(default_factory=list)
+
+    @property
+    def reached(self) -> bool:
+        return self.state == self.target
+
+
+def advance(ws: Workspace, target: str, config_path: str | None = None,
+            progress: Callable[[str], None] | None = None,
+            on_gate: Callable[[str, list[GateResult]], None] | None = None,
+            machine: GatedMachine | None = None) -> AdvanceOutcome:
+    """Move forward gate by gate until `target`, stopping at the first refusal."""
+    target = resolve_state(target)
+    m = machine or open_machine(ws, config_path, progress)
+    try:
+        steps = path_to(m.state, target)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    outcome = AdvanceOutcome(m.state, m.state, target)
+    for t in steps:
+        moved = m.fire(t["trigger"])
+        outcome.gates.append((m.last_gate or t["gate"], m.last_results))
+        if on_gate:
+            on_gate(m.last_gate or t["gate"], m.last_results)
+        outcome.state = m.state
+        if not moved:
+            break
+    return outcome
+
+
+def last_gate_reports(ws: Workspace) -> dict[str, dict]:
+    out = {}
+    d = ws.path(GATE_REPORTS)
+    if d.exists():
+        for p in sorted(d.glob("*.json")):
+            try:
+                out[p.stem] = json.loads(p.read_text())
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def current_state(ws: Workspace) -> str:
+    return store.load_record(ws).state
+
+
+def ticket_exists(ws: Workspace, state: str) -> bool:
+    return Path(store.ticket_path(ws, state)).exists()

@@ -1,0 +1,103 @@
+"""Device and dtype policy (SPEC §6). Tensors move through `to_device`, never scattered `.to()`.
+
+Device: the first available of the preference list (default mps, cuda, cpu).
+dtype: fp16 on MPS, bf16 on CUDA where supported (else fp16), fp32 on CPU.
+On MPS: no flash-attention and no torch.compile, with a warning at setup.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any, Iterable
+
+log = logging.getLogger("rc1.device")
+
+
+def _available(name: str) -> bool:
+    import torch
+
+    if name == "cpu":
+        return True
+    if name == "cuda":
+        return torch.cuda.is_available()
+    if name == "mps":
+        return bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+    return False
+
+
+def get_device(pref: Iterable[str] = ("mps", "cuda", "cpu")):
+    import torch
+
+    for name in pref:
+        if _available(name):
+            dev = torch.device(name)
+            if name == "mps":
+                msg = "MPS device: flash-attention and torch.compile are disabled"
+                warnings.warn(msg, stacklevel=2)
+                log.warning(msg)
+            return dev
+    return torch.device("cpu")
+
+
+def dtype_for(device, mixed_precision: str = "auto"):
+    """The training dtype for a device. An explicit request the device cannot honour falls back, logged."""
+    import torch
+
+    kind = getattr(device, "type", str(device))
+    if mixed_precision in ("fp32", "no"):
+        return torch.float32
+    if kind == "cpu":
+        if mixed_precision not in ("auto",):
+            log.warning("mixed_precision=%s requested on CPU: using fp32", mixed_precision)
+        return torch.float32
+    if kind == "mps":
+        if mixed_precision == "bf16":
+            log.warning("bf16 is unreliable on MPS: using fp16")
+        return torch.float16
+    if kind == "cuda":
+        if mixed_precision == "fp16":
+            return torch.float16
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def to_device(obj: Any, device, *, non_blocking: bool = False) -> Any:
+    """Move a tensor, module, or (nested) dict/list/tuple of them to `device`."""
+    import torch
+
+    if isinstance(obj, (torch.Tensor, torch.nn.Module)):
+        return obj.to(device, non_blocking=non_blocking) if isinstance(obj, torch.Tensor) else obj.to(device)
+    if isinstance(obj, dict):
+        return {k: to_device(v, device, non_blocking=non_blocking) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        moved = [to_device(v, device, non_blocking=non_blocking) for v in obj]
+        return type(obj)(moved) if isinstance(obj, tuple) else moved
+    if hasattr(obj, "to") and hasattr(obj, "data") and hasattr(obj, "keys"):  # transformers BatchEncoding
+        return obj.to(device)
+    return obj
+
+
+def memory_used_mb(device=None) -> float:
+    """Memory in use by this process on the device (CUDA/MPS allocator) or its RSS on CPU."""
+    import torch
+
+    kind = getattr(device, "type", str(device)) if device is not None else "cpu"
+    if kind == "cuda":
+        return torch.cuda.memory_allocated(device) / 2**20
+    if kind == "mps":
+        return torch.mps.current_allocated_memory() / 2**20
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def peak_memory_mb(device=None) -> float:
+    import torch
+
+    kind = getattr(device, "type", str(device)) if device is not None else "cpu"
+    if kind == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
