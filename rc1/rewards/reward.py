@@ -1,0 +1,94 @@
+"""The reward RL optimizes: weighted dimensions, over-clarification penalty, difficulty bonus.
+
+    r     = sum_d w_d * dim_d                       (weights from configs/weights.json)
+    r'    = r - alpha * min(c, cap)                 (only if use_overclar_penalty and not needs_clarification)
+    total = r' * (1 + beta * (I[hard] - I[easy]))
+
+The "old" scorer of the shadow run is `RewardModel.legacy()`: the same seven dimensions with
+equal weights and neither penalty nor bonus (the reward before rc1 calibrated it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rc1.config.schema import REWARD_DIMENSIONS, RewardSection, TrainConfig
+from rc1.rewards.dimensions import score_dimensions
+from rc1.rewards.penalties import difficulty_factor, overclar_penalty
+from rc1.rewards.weights import UNIFORM, check_weights, read_weights
+
+
+@dataclass
+class RewardBreakdown:
+    total: float
+    dims: dict[str, float]
+    success: bool
+    penalty: float
+    bonus_factor: float
+
+    def to_dict(self) -> dict:
+        return {"total": self.total, "dims": dict(self.dims), "success": self.success, "penalty": self.penalty,
+                "bonus_factor": self.bonus_factor}
+
+
+@dataclass
+class ScoredEpisode:
+    """The Episode fields rewards read (rc1.envs.episode.Episode has these and more)."""
+
+    item_id: str
+    task: str
+    final_answer: str | None
+    turns: int
+    tool_hops: int
+    clarifications: int
+    truncated: bool
+    model_text: str
+    transcript: list = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ScoredEpisode":
+        return cls(**{k: d.get(k) for k in ("item_id", "task", "final_answer", "turns", "tool_hops",
+                                            "clarifications", "truncated", "model_text")},
+                   transcript=list(d.get("transcript") or []))
+
+    @classmethod
+    def of(cls, episode: Any) -> "ScoredEpisode":
+        return cls(item_id=episode.item_id, task=episode.task, final_answer=episode.final_answer,
+                   turns=int(episode.turns), tool_hops=int(episode.tool_hops),
+                   clarifications=int(episode.clarifications), truncated=bool(episode.truncated),
+                   model_text=episode.model_text or "", transcript=list(getattr(episode, "transcript", []) or []))
+
+
+class RewardModel:
+    """Rule-based and fast: called for every completion inside training."""
+
+    def __init__(self, weights: dict[str, float], cfg: RewardSection, use_overclar_penalty: bool):
+        self.weights = check_weights(weights)
+        self.cfg = cfg
+        self.use_overclar_penalty = bool(use_overclar_penalty)
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, ws) -> "RewardModel":
+        return cls(read_weights(ws, cfg.reward.weights), cfg.reward, cfg.use_overclar_penalty)
+
+    @classmethod
+    def legacy(cls) -> "RewardModel":
+        return cls(dict(UNIFORM), RewardSection(difficulty_beta=0.0), use_overclar_penalty=False)
+
+    def combine(self, dims: dict[str, float]) -> float:
+        return sum(self.weights[d] * dims[d] for d in REWARD_DIMENSIONS)
+
+    def score(self, item: dict, episode: Any) -> RewardBreakdown:
+        dims, success = score_dimensions(item, episode)
+        penalty = 0.0
+        if self.use_overclar_penalty:
+            penalty = overclar_penalty(bool(item.get("needs_clarification")),
+                                       int(getattr(episode, "clarifications", 0) or 0),
+                                       self.cfg.overclar.alpha, self.cfg.overclar.cap)
+        bonus = difficulty_factor(item.get("bucket"), self.cfg.difficulty_beta)
+        total = (self.combine(dims) - penalty) * bonus
+        return RewardBreakdown(total=total, dims=dims, success=success, penalty=penalty, bonus_factor=bonus)
+
+    def __call__(self, item: dict, episode: Any) -> float:
+        return self.score(item, episode).total

@@ -1,0 +1,47 @@
+"""configs/weights.json: read with every constraint checked, write with the previous file kept."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rc1.config.load import load_weights
+from rc1.config.schema import REWARD_DIMENSIONS, WeightsFile
+from rc1.runtime.atomic import atomic_write_bytes, atomic_write_json
+from rc1.runtime.errors import ConfigError
+from rc1.runtime.fingerprint import sha256_file
+from rc1.runtime.workspace import Workspace
+
+UNIFORM = {d: 1.0 / len(REWARD_DIMENSIONS) for d in REWARD_DIMENSIONS}
+
+
+def check_weights(weights: dict[str, float], max_weight: float = 0.5, tol: float = 1e-6) -> dict[str, float]:
+    """Validate a weights mapping (known keys, >= 0, <= max, sum 1); ConfigError naming every bad key."""
+    try:
+        wf = WeightsFile(weights=dict(weights))
+    except Exception as exc:  # pydantic ValidationError: unknown dimension
+        raise ConfigError(f"weights: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
+    errs = wf.constraint_errors(max_weight=max_weight, tol=tol)
+    if errs:
+        raise ConfigError(f"weights: {errs[0]}", lines=errs[1:])
+    return {d: float(wf.weights.get(d, 0.0)) for d in REWARD_DIMENSIONS}
+
+
+def read_weights(ws: Workspace | None, path: str | os.PathLike, max_weight: float = 0.5) -> dict[str, float]:
+    wf = load_weights(path, ws, max_weight=max_weight)
+    return {d: float(wf.weights.get(d, 0.0)) for d in REWARD_DIMENSIONS}
+
+
+def write_weights(path: Path, weights: dict[str, float], *, version: str, note: str,
+                  max_weight: float = 0.5) -> Path | None:
+    """Write new weights; the file they replace is kept as `<stem>.<sha12>.json`. Returns that archive."""
+    clean = check_weights(weights, max_weight=max_weight)
+    archived = None
+    if path.exists():
+        digest = sha256_file(path)[:12]
+        archived = path.with_name(f"{path.stem}.{digest}{path.suffix}")
+        if not archived.exists():
+            atomic_write_bytes(archived, path.read_bytes())
+    atomic_write_json(path, {"version": version, "weights": {k: round(v, 10) for k, v in clean.items()},
+                             "note": note})
+    return archived
