@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import typer
+from typer.core import TyperGroup
 
 from rc1.runtime.errors import EXIT_CRASH, Rc1Error
 from rc1.runtime.workspace import Workspace, resolve_workspace
@@ -30,6 +31,29 @@ def fail(exc: Rc1Error) -> "typer.Exit":
     for line in exc.lines:
         typer.echo(f"  {line}", err=True)
     return typer.Exit(exc.exit_code)
+
+
+class Rc1Group(TyperGroup):
+    """Root command group: turns an Rc1Error into one clear line + its exit code, and any other
+    exception into FATAL + reports/ERROR_<ts>.json + exit 1, for every command (CliRunner included)."""
+
+    def invoke(self, ctx):
+        import click
+
+        STATE.workdir = None  # set again by the root callback; never carried over from an earlier call
+        try:
+            return super().invoke(ctx)
+        except Rc1Error as exc:
+            raise fail(exc) from None
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, typer.Exit):
+            raise
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the one place crashes become FATAL + ERROR json
+            from rc1.runtime.fatal import report_fatal
+
+            report_fatal(workspace(), exc)
+            raise typer.Exit(EXIT_CRASH) from None
 
 
 def run_guarded(app: typer.Typer, argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from rc1 import __version__
-from rc1.cli.common import STATE, run_guarded
+from rc1.cli.common import STATE, Rc1Group, run_guarded
 
 COMMAND_MODULES = (
     "rc1.cli.config_cmd",
@@ -32,6 +32,7 @@ COMMAND_MODULES = (
 
 app = typer.Typer(
     name="rc1",
+    cls=Rc1Group,
     help="Local-first, gated RL post-training for reasoning models.",
     no_args_is_help=True,
     add_completion=False,

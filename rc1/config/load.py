@@ -34,8 +34,17 @@ def format_validation_error(err: ValidationError, prefix: str = "") -> list[str]
     return lines
 
 
-def read_mapping(path: Path) -> dict:
+def read_mapping(path: Path, display: str | os.PathLike | None = None) -> dict:
     """Read a YAML or JSON file that must hold a mapping; one clear ConfigError otherwise."""
+    path = Path(path)
+    shown = display if display is not None else path
+    try:
+        return _read_mapping(path)
+    except ConfigError as exc:
+        raise ConfigError(exc.message.replace(str(path), str(shown), 1), lines=exc.lines) from None
+
+
+def _read_mapping(path: Path) -> dict:
     if not path.exists():
         raise ConfigError(f"{path}: config file not found")
     try:
@@ -74,7 +83,7 @@ def _resolve(ws: Workspace | None, path: str | os.PathLike) -> Path:
 
 def load_train_config(path: str | os.PathLike, ws: Workspace | None = None) -> TrainConfig:
     p = _resolve(ws, path)
-    cfg = validate(TrainConfig, read_mapping(p), str(path))
+    cfg = validate(TrainConfig, read_mapping(p, path), str(path))
     _apply_env_overrides(cfg)
     return cfg
 
@@ -97,13 +106,13 @@ def _apply_env_overrides(cfg: TrainConfig) -> None:
 
 def load_gates_config(path: str | os.PathLike, ws: Workspace | None = None) -> GatesConfig:
     p = _resolve(ws, path)
-    return validate(GatesConfig, read_mapping(p), str(path))
+    return validate(GatesConfig, read_mapping(p, path), str(path))
 
 
 def load_weights(path: str | os.PathLike, ws: Workspace | None = None, *, max_weight: float = 0.5,
                  check_constraints: bool = True) -> WeightsFile:
     p = _resolve(ws, path)
-    wf = validate(WeightsFile, read_mapping(p), str(path))
+    wf = validate(WeightsFile, read_mapping(p, path), str(path))
     if check_constraints:
         errs = wf.constraint_errors(max_weight=max_weight)
         if errs:
@@ -123,10 +132,10 @@ def detect_kind(data: dict, path: Path) -> str:
 def verify_config_file(path: str | os.PathLike, ws: Workspace | None = None) -> tuple[str, BaseModel]:
     """Validate any rc1 config by its kind (train / gates / weights). Raises ConfigError with every error."""
     p = _resolve(ws, path)
-    data = read_mapping(p)
+    data = read_mapping(p, path)
     kind = detect_kind(data, p)
     if kind == "weights":
-        return kind, load_weights(p)
+        return kind, load_weights(path, ws)
     if kind == "gates":
         return kind, validate(GatesConfig, data, str(path))
     cfg = validate(TrainConfig, data, str(path))

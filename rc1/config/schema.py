@@ -277,7 +277,7 @@ class TrainConfig(Strict):
             raise ValueError(f"run.max_steps ({self.run.max_steps}) exceeds steps ({self.steps})")
         if self.target_kl is not None and self.engine.target_kl is not None and self.target_kl != self.engine.target_kl:
             raise ValueError(f"target_kl ({self.target_kl}) disagrees with engine.target_kl ({self.engine.target_kl})")
-        if self.finetune.method in ("lora", "qlora") and not self.model.lora.enable:
+        if self.finetune.method in ("lora", "qlora") and not self.model.lora.enable:  # full ignores lora
             raise ValueError(f"finetune.method {self.finetune.method!r} needs model.lora.enable: true")
         return self
 

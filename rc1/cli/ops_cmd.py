@@ -1,0 +1,30 @@
+"""`rc1 failpack` and `rc1 sync export`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from rc1.cli.common import workspace
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("failpack")
+    def failpack() -> None:
+        """Pack logs/, reports/, configs/ into reports/FAIL_<ts>.tgz with secrets redacted."""
+        from rc1.runtime.failpack import make_failpack
+
+        ws = workspace()
+        typer.echo(f"wrote {ws.rel(make_failpack(ws))}")
+
+    sync_app = typer.Typer(help="SYNC hand-off files.", no_args_is_help=True)
+    app.add_typer(sync_app, name="sync")
+
+    @sync_app.command("export")
+    def export(round_n: Annotated[Optional[int], typer.Option("--round", help="round number (default: from the state)")] = None) -> None:
+        """Write reports/sync/SYNC_round<N>.json from the real state, artifacts and blockers."""
+        from rc1.machine.sync import export_sync
+
+        ws = workspace()
+        typer.echo(f"wrote {ws.rel(export_sync(ws, round_n))}")

@@ -1,0 +1,39 @@
+"""Shared fixtures. Tests never touch the repo's own logs/ reports/ data/: each gets a workspace."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def ws(tmp_path):
+    """An empty workspace with the repo's configs/ and templates/ copied in."""
+    from rc1.runtime.workspace import Workspace
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    shutil.copytree(REPO / "configs", root / "configs")
+    if (REPO / "templates").exists():
+        shutil.copytree(REPO / "templates", root / "templates")
+    return Workspace(root)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_env(monkeypatch):
+    # Tests must not depend on the caller's overrides.
+    for var in ("RC1_WORKDIR", "BASE_MODEL", "SCORER_PROVIDER", "RUN_MODE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    yield
+
+
+def rc1_cmd() -> list[str]:
+    exe = shutil.which("rc1", path=os.path.dirname(os.sys.executable))
+    return [exe] if exe else [os.sys.executable, "-m", "rc1.cli.main"]

@@ -1,0 +1,104 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rc1.cli.main import app
+from rc1.config.load import load_train_config, verify_config_file
+from rc1.runtime.errors import ConfigError
+from tests.conftest import REPO, rc1_cmd
+
+runner = CliRunner()
+CONFIGS = sorted(p for p in (REPO / "configs").iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_every_shipped_config_validates(path, ws):
+    kind, model = verify_config_file(f"configs/{path.name}", ws)
+    assert kind in ("train", "gates", "weights")
+
+
+@pytest.mark.parametrize("path", [p for p in CONFIGS if p.suffix == ".yaml"], ids=lambda p: p.name)
+def test_every_yaml_config_starts_with_the_command_that_runs_it(path):
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("#") and ("rc1 " in first or "make " in first), first
+
+
+def _write(ws, text: str) -> str:
+    p = ws.root / "configs" / "bad.yaml"
+    p.write_text(text)
+    return "configs/bad.yaml"
+
+
+def test_nested_typo_is_reported_with_dotted_path_and_exit_2_without_traceback(ws):
+    rel = _write(ws, "model:\n  lora:\n    rr: 8\n")
+    proc = subprocess.run([*rc1_cmd(), "--workdir", str(ws.root), "config", "verify", "--config", rel],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "model.lora.rr: unknown key" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_all_errors_reported_at_once(ws):
+    rel = _write(ws, "run:\n  max_stepz: 3\n  seed: abc\nmodel:\n  lora:\n    r: 0\n")
+    with pytest.raises(ConfigError) as ei:
+        load_train_config(rel, ws)
+    lines = ei.value.lines
+    assert any(l.startswith("run.max_stepz: unknown key") for l in lines)
+    assert any(l.startswith("run.seed:") for l in lines)
+    assert any(l.startswith("model.lora.r:") for l in lines)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("run: [\n", "unreadable YAML"),
+    ("- a\n- b\n", "top level must be a mapping"),
+    ("engine:\n  name: trl\nstrategy:\n  name: ppo\n", "TRL 1.x has no PPOTrainer"),
+    ("engine:\n  name: trl_ppo\nstrategy:\n  name: ppo\n", "use engine.name: pure_pt"),
+    ("datasets:\n  mix: {gsm8k: 0.5, hotpotqa: 0.2}\n", "mix must sum to 1"),
+    ("target_kl: -1\n", "target_kl"),
+])
+def test_bad_configs_exit_2_with_one_clear_reason(ws, text, needle):
+    rel = _write(ws, text)
+    res = runner.invoke(app, ["--workdir", str(ws.root), "config", "verify", "--config", rel])
+    assert res.exit_code == 2
+    assert needle in res.output
+
+
+def test_missing_config_file_is_exit_2(ws):
+    proc = subprocess.run([*rc1_cmd(), "--workdir", str(ws.root), "config", "verify", "--config", "configs/nope.yaml"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "configs/nope.yaml: config file not found" in proc.stderr
+
+
+def test_weights_constraint_violation_names_the_key(ws):
+    (ws.root / "configs" / "w.json").write_text(
+        '{"weights": {"correctness": 0.7, "reasoning": 0.4, "format": -0.1}}')
+    res = runner.invoke(app, ["--workdir", str(ws.root), "config", "verify", "--config", "configs/w.json"])
+    assert res.exit_code == 2
+    assert "weights.correctness" in res.output and "weights.format" in res.output
+
+
+def test_env_overrides_and_prod_mode(ws, monkeypatch):
+    monkeypatch.setenv("BASE_MODEL", "random:qwen3-tiny")
+    cfg = load_train_config("configs/local.yaml", ws)
+    assert cfg.model.base == "random:qwen3-tiny"
+    rel = _write(ws, "simulate: true\n")
+    monkeypatch.setenv("RUN_MODE", "prod")
+    with pytest.raises(ConfigError, match="RUN_MODE=prod"):
+        load_train_config(rel, ws)
+
+
+def test_effective_config_is_written(ws):
+    res = runner.invoke(app, ["--workdir", str(ws.root), "config", "verify", "--config", "configs/local.yaml",
+                              "--write-effective"])
+    assert res.exit_code == 0, res.output
+    text = (ws.root / "reports" / "config_effective.yaml").read_text()
+    assert "embedded:smollm2-135m-instruct" in text and "sha256(config)" in text
+
+
+def test_version():
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.startswith("rc1 ")
