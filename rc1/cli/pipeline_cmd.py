@@ -1,0 +1,68 @@
+"""`rc1 pipeline --config P`: the main job (`make run`), resumable at any stage."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from rc1.cli.common import workspace
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("pipeline")
+    def pipeline(
+        config: Annotated[str, typer.Option("--config", "-c", help="run config (relative to the workspace)")] = "configs/local.yaml",
+        keep_judge: Annotated[bool, typer.Option(help="leave the local judge server running at the end")] = False,
+    ) -> None:
+        """Data → scorer → round1/round2 gates → training → eval → RC1 report, with progress bars.
+
+        Started again after an interruption it continues from the current state: finished stages whose
+        artifacts still verify are skipped and training resumes from the latest verified checkpoint.
+        """
+        import subprocess
+        import sys
+
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        from rc1.config.load import load_train_config, verify_config_file, write_effective_config
+        from rc1.pipeline import Pipeline
+        from rc1.runtime.logs import setup_logging
+        from rc1.runtime.provenance import write_code_fingerprint
+
+        ws = workspace().ensure()
+        verify_config_file(config, ws)
+        cfg = load_train_config(config, ws)
+        setup_logging(ws, console=False)
+        write_code_fingerprint(ws)
+        write_effective_config(ws, cfg, config)
+        console = Console()
+        pipe = Pipeline(ws, config, cfg, echo=console.print)
+        stages = pipe.stages()
+        t_start = time.time()
+        console.print(f"[bold]rc1 pipeline[/] workspace {ws.root}  config {config}  (log: logs/pipeline.log)")
+        try:
+            with Progress(SpinnerColumn(), TextColumn("{task.description:<32}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console) as progress:
+                overall = progress.add_task("pipeline", total=len(stages))
+                for stage in stages:
+                    if stage.done():
+                        progress.console.print(f"  [dim]skip[/] {stage.name} (done, evidence unchanged)")
+                        progress.advance(overall)
+                        continue
+                    task = progress.add_task(stage.name, total=None)
+                    pipe.run_stage(stage, progress, task)
+                    progress.update(task, total=1, completed=1)
+                    progress.console.print(f"  [green]done[/] {stage.name} ({pipe.timings[stage.name]:.1f} s)")
+                    progress.advance(overall)
+        finally:
+            pipe.timings["total (this invocation)"] = round(time.time() - t_start, 2)
+            pipe.save_timings()
+            if not keep_judge:
+                subprocess.run([sys.executable, "-m", "rc1.cli.main", "--workdir", str(ws.root), "judge", "stop"],
+                               capture_output=True)
+        console.print(f"\n[bold green]pipeline complete[/] in {time.time() - t_start:.0f} s")
+        console.print("report:  reports/rc1/rc1_report.md")
+        console.print(f"console: rc1 console --config {config}   (or: make console)")

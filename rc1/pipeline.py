@@ -1,0 +1,190 @@
+"""The main job: data → reward/scorer → gates → training → eval → report, resumable at any point.
+
+Each stage is an `rc1` command run as a subprocess (the same commands an operator types), with a
+predicate that says whether its output already exists and verifies. Started again after an
+interruption, the pipeline skips what is done with unchanged evidence, resumes training from the
+latest verified checkpoint, and never redoes a gate whose ticket still verifies. A failing stage
+stops the run with its output and a FAIL pack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rc1.config.schema import TrainConfig
+from rc1.machine import store
+from rc1.machine.table import STATES
+from rc1.runtime.errors import EXIT_GATE, Rc1Error
+from rc1.runtime.fingerprint import verify_artifact
+from rc1.runtime.workspace import Workspace
+
+log_name = "rc1.pipeline"
+TIMINGS = "reports/rc1/pipeline_timings.json"
+
+
+class StageFailed(Rc1Error):
+    def __init__(self, stage: str, code: int, tail: str, failpack: str | None):
+        msg = f"stage {stage!r} failed (exit {code})" + (f"; FAIL pack: {failpack}" if failpack else "")
+        super().__init__(msg, lines=tail.splitlines()[-30:])
+        self.exit_code = code if code in (2, 3) else 1
+
+
+@dataclass
+class Stage:
+    name: str
+    argv: list[str]
+    done: Callable[[], bool] = lambda: False
+    # Called while the stage runs (e.g. training progress); gets the elapsed seconds.
+    watch: Callable[[], tuple[int, int] | None] | None = None
+
+
+@dataclass
+class Pipeline:
+    ws: Workspace
+    config_path: str
+    cfg: TrainConfig
+    echo: Callable[[str], None] = print
+    timings: dict[str, float] = field(default_factory=dict)
+
+    # ---------------------------------------------------------------- predicates
+    def state_at_least(self, state: str) -> bool:
+        return STATES.index(store.load_record(self.ws).state) >= STATES.index(state)
+
+    def ticket_ok(self, state: str) -> bool:
+        try:
+            store.verify_ticket(self.ws, state)
+            return True
+        except Rc1Error:
+            return False
+
+    def artifacts_ok(self, *paths: str) -> bool:
+        return all(self.ws.path(p).exists() and verify_artifact(self.ws, p) for p in paths)
+
+    def past_gates(self) -> bool:
+        """round2 passed and its evidence still verifies: data/reward stages need not run again."""
+        return self.state_at_least("round2_pass") and (
+            self.state_at_least("training") or self.ticket_ok("round2_pass"))
+
+    def training_progress(self) -> tuple[int, int] | None:
+        from rc1.runtime.metrics import last_metrics
+
+        recs = [r for r in last_metrics(self.ws.metrics_path, 5) if isinstance(r.get("step"), int)]
+        return (recs[-1]["step"], self.cfg.run.max_steps) if recs else None
+
+    # ---------------------------------------------------------------- stages
+    def stages(self) -> list[Stage]:
+        c, cfg = self.config_path, self.cfg
+        pool, shadow = cfg.pool, cfg.data.shadow_path
+        raw = pool.out
+        metrics = raw.replace(".jsonl", ".metrics.jsonl")
+        balanced = cfg.seed_pool
+        v1 = pool.v1_pool or "data/rollouts/rc1_v1.jsonl"
+        past = self.past_gates
+        mix = ",".join(f"{k}:{v}" for k, v in cfg.datasets.mix.items())
+        build_args = ["--n", str(pool.n), "--mix", mix, "--max-turns", str(pool.max_turns),
+                      "--clarify-rate", str(pool.clarify_rate), "--tools", ",".join(pool.tools),
+                      "--templates-dir", pool.templates_dir]
+        return [
+            Stage("data: make-min", ["data", "make-min"],
+                  lambda: past() or self.artifacts_ok(cfg.data.train_path, cfg.data.eval_path)),
+            Stage("data: v1 pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--version", "v1",
+                                    "--out", v1], lambda: past() or self.artifacts_ok(v1)),
+            Stage("data: seed pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--out", raw],
+                  lambda: past() or self.artifacts_ok(raw)),
+            Stage("data: shadow set", ["data", "shadow-set", "--n", str(pool.shadow_n), "--seed", str(pool.shadow_seed),
+                                       "--stratify", "--out", shadow], lambda: past() or self.artifacts_ok(shadow)),
+            Stage("data: difficulty metrics", ["data", "difficulty", "metrics", raw, "--out", metrics],
+                  lambda: past() or self.artifacts_ok(metrics)),
+            Stage("data: difficulty bucketize", ["data", "difficulty", "bucketize", metrics, "--out", balanced],
+                  lambda: past() or self.artifacts_ok(balanced)),
+            Stage("data: difficulty validate", ["data", "difficulty", "validate", "--metrics", metrics,
+                                                "--balanced", balanced, "--gates", cfg.gates],
+                  lambda: past() or self.artifacts_ok("reports/rc1/difficulty_report.json")),
+            Stage("data: validate pool", ["data", "validate-pool", raw, "--shadow", shadow, "--v1", v1,
+                                          "--gates", cfg.gates],
+                  lambda: past() or self.artifacts_ok("reports/diversity_report.json")),
+            Stage("judge: serve", ["judge", "serve", "--config", c], lambda: past()),
+            Stage("scorer: live probe", ["reward", "probe", "--config", c, "--n", "8", "--provider",
+                                         cfg.scorer.provider, "--live"], lambda: past() or self.state_at_least("round1")),
+            Stage("gate: round1", ["advance", "--to", "round1", "--config", c], lambda: self.state_at_least("round1")),
+            Stage("reward: shadow run", ["reward", "shadow-run", "--config", c, "--tag", "pre_run_check"],
+                  lambda: past()),
+            Stage("gate: round2", ["advance", "--to", "round2", "--config", c], lambda: past()),
+            Stage("train", ["train", "--config", c] + (["--resume", "latest"] if self._resumable() else []),
+                  lambda: self.state_at_least("eval") or self._training_finished(), watch=self.training_progress),
+            Stage("gate: training done", ["advance", "--to", "eval", "--config", c],
+                  lambda: self.state_at_least("eval")),
+            Stage("eval", ["eval", "--config", c], lambda: bool(self._latest_eval())),
+            Stage("report", ["report", "--config", c], lambda: False),
+        ]
+
+    def _resumable(self) -> bool:
+        latest = self.ws.path(self.cfg.checkpoint_dir) / "latest"
+        return self.state_at_least("training") and latest.exists()
+
+    def _training_finished(self) -> bool:
+        prog = self.training_progress()
+        return bool(prog) and prog[0] >= prog[1] and self.state_at_least("training")
+
+    def _latest_eval(self) -> str | None:
+        reps = sorted(self.ws.reports.glob("ppo_eval_*.json"))
+        return str(reps[-1]) if reps and self.state_at_least("eval") else None
+
+    # ---------------------------------------------------------------- run
+    def run_stage(self, stage: Stage, progress=None, task=None) -> None:
+        cmd = [sys.executable, "-m", "rc1.cli.main", "--workdir", str(self.ws.root), *stage.argv]
+        log_path = self.ws.logs / "pipeline.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        t0 = time.time()
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {stage.name}: rc1 "
+                      f"{' '.join(stage.argv)}\n")
+            log.flush()
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            tail: list[str] = []
+            assert proc.stdout is not None
+            os.set_blocking(proc.stdout.fileno(), False)
+            while True:
+                line = proc.stdout.readline()
+                if line:
+                    log.write(line)
+                    tail.append(line.rstrip("\n"))
+                    del tail[:-200]
+                    continue
+                if proc.poll() is not None:
+                    rest = proc.stdout.read() or ""
+                    log.write(rest)
+                    tail.extend(rest.splitlines())
+                    break
+                if stage.watch and progress is not None:
+                    prog = stage.watch()
+                    if prog:
+                        progress.update(task, completed=prog[0], total=prog[1])
+                time.sleep(0.2)
+        self.timings[stage.name] = round(time.time() - t0, 2)
+        if proc.returncode != 0:
+            pack = self._failpack()
+            raise StageFailed(stage.name, proc.returncode, "\n".join(tail), pack)
+
+    def _failpack(self) -> str | None:
+        from rc1.runtime.failpack import make_failpack
+
+        try:
+            return self.ws.rel(make_failpack(self.ws))
+        except OSError:
+            return None
+
+    def save_timings(self) -> None:
+        from rc1.runtime.atomic import atomic_write_json
+
+        path = self.ws.path(TIMINGS)
+        prev = json.loads(path.read_text()) if path.exists() else {}
+        prev.update(self.timings)
+        atomic_write_json(path, prev)
