@@ -1,0 +1,180 @@
+"""The episode environment: one `EpisodeState` per rollout, advanced one model turn at a time.
+
+Token bookkeeping (why logprobs recomputed on `Episode.input_ids` match generation): the
+conversation is never re-tokenized. The first prompt is rendered with the tokenizer's chat
+template and tokenized once; each model turn appends the generated token ids exactly as sampled
+(action_mask 1); the environment then appends the tokens of the text the chat template puts
+between the end of that assistant message and the next generation prompt, with the reply in the
+middle (action_mask 0). That text is found once per tokenizer by rendering a conversation with
+sentinel strings (`ChatFormat`), so it works with any chat template. When the model ended its
+turn with an end-of-turn token, the template's own end-of-turn text is not inserted again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from rc1.envs.episode import Episode
+from rc1.envs.protocol import THINK_OPEN, parse_action, system_prompt
+from rc1.envs.tools import run_calc, wiki_search
+
+DEFAULT_MAX_TURNS = 6
+NO_CLARIFICATION_NEEDED = "The question is complete as stated; please answer it."
+_SENT_A = "\x1fRC1ASSISTANT\x1f"
+_SENT_U = "\x1fRC1REPLY\x1f"
+
+
+class ChatFormat:
+    """Chat-template facts about a tokenizer that the environment needs, computed once."""
+
+    def __init__(self, tokenizer, eos_ids: Iterable[int] = ()):
+        self.tok = tokenizer
+        eos = {int(i) for i in eos_ids if i is not None}
+        if tokenizer.eos_token_id is not None:
+            eos.add(int(tokenizer.eos_token_id))
+        if not eos:
+            raise ValueError("tokenizer has no eos token: cannot tell where a model turn ends")
+        self.eos_ids = frozenset(eos)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos)
+        rendered = self.render([{"role": "user", "content": "x"}, {"role": "assistant", "content": _SENT_A},
+                                {"role": "user", "content": _SENT_U}], add_generation_prompt=True)
+        if _SENT_A not in rendered or _SENT_U not in rendered:
+            raise ValueError("chat template does not render message contents verbatim")
+        between = rendered[rendered.rindex(_SENT_A) + len(_SENT_A):]
+        self.reply_prefix, self.reply_suffix = between.split(_SENT_U, 1)
+        first = self.render([{"role": "user", "content": "x"}], add_generation_prompt=True)
+        self.starts_in_think = first.rstrip().endswith(THINK_OPEN)
+        self._eos_text = {i: tokenizer.decode([i], skip_special_tokens=False) for i in self.eos_ids}
+
+    def render(self, messages: list[dict], *, add_generation_prompt: bool) -> str:
+        return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tok(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_ids(self, messages: list[dict]) -> list[int]:
+        return self.encode(self.render(messages, add_generation_prompt=True))
+
+    def reply_ids(self, reply: str, last_generated: int | None) -> list[int]:
+        """Tokens from the end of a model turn to the next generation prompt, `reply` in between."""
+        prefix = self.reply_prefix
+        end = self._eos_text.get(last_generated) if last_generated is not None else None
+        if end and prefix.startswith(end):  # the model already closed its turn
+            prefix = prefix[len(end):]
+        return self.encode(prefix + reply + self.reply_suffix)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tok.decode(ids, skip_special_tokens=True)
+
+
+def episode_messages(item: dict) -> list[dict]:
+    """The first prompt of an item: the protocol system prompt (+ the item's own system text), then its messages."""
+    tools = [t for t in item.get("tools", ["wiki", "calc"]) if t in ("wiki", "calc")]
+    system = system_prompt(tools)
+    rest = []
+    for m in item.get("messages") or []:
+        if m.get("role") == "system":
+            system = f"{system}\n\n{m['content']}"
+        else:
+            rest.append({"role": m["role"], "content": m["content"]})
+    if not rest:
+        rest = [{"role": "user", "content": item["question"]}]
+    return [{"role": "system", "content": system}] + rest
+
+
+@dataclass
+class EpisodeState:
+    """A rollout in progress. `add_model_turn` applies one generated turn; `done` says when to stop."""
+
+    item: dict
+    fmt: ChatFormat
+    max_turns: int
+    max_length: int | None = None
+    ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    transcript: list[dict] = field(default_factory=list)
+    model_texts: list[str] = field(default_factory=list)
+    prompt_len: int = 0
+    turns: int = 0
+    tool_hops: int = 0
+    clarifications: int = 0
+    final_answer: str | None = None
+    truncated: bool = False
+    done: bool = False
+
+    @classmethod
+    def start(cls, item: dict, fmt: ChatFormat, *, max_turns: int | None = None,
+              max_length: int | None = None) -> "EpisodeState":
+        limit = max_turns or item.get("max_turns") or DEFAULT_MAX_TURNS
+        state = cls(item=item, fmt=fmt, max_turns=int(limit), max_length=max_length)
+        state.transcript = episode_messages(item)
+        state.ids = fmt.prompt_ids(state.transcript)
+        state.mask = [0] * len(state.ids)
+        state.prompt_len = len(state.ids)
+        return state
+
+    def room_for(self, max_new_tokens: int) -> int:
+        """How many tokens the next turn may generate within `max_length` (all of them when unset)."""
+        if self.max_length is None:
+            return max_new_tokens
+        return max(0, min(max_new_tokens, self.max_length - len(self.ids)))
+
+    def add_model_turn(self, generated: list[int], hit_limit: bool) -> None:
+        """Append one model turn (token ids as generated) and the environment's answer to it."""
+        if self.done:
+            raise RuntimeError("episode already finished")
+        cut = next((i for i, t in enumerate(generated) if t in self.fmt.eos_ids), None)
+        if cut is not None:
+            generated, hit_limit = generated[:cut + 1], False
+        self.ids += generated
+        self.mask += [1] * len(generated)
+        self.turns += 1
+        text = self.fmt.decode(generated)
+        self.model_texts.append(text)
+        self.transcript.append({"role": "assistant", "content": text})
+        action = parse_action(text, starts_in_think=self.fmt.starts_in_think)
+
+        if action.kind == "answer":
+            self.final_answer = action.arg or None
+            self.done = True
+            return
+        if action.kind == "none":
+            if hit_limit:
+                self.truncated = True
+            else:
+                self.final_answer = action.arg or None
+            self.done = True
+            return
+        if self.turns >= self.max_turns:  # an action it may not follow up on
+            self.truncated, self.done = True, True
+            return
+        role, reply = self._respond(action)
+        reply_ids = self.fmt.reply_ids(reply, generated[-1] if generated else None)
+        if self.max_length is not None and len(self.ids) + len(reply_ids) >= self.max_length:
+            self.truncated, self.done = True, True
+            return
+        self.ids += reply_ids
+        self.mask += [0] * len(reply_ids)
+        self.transcript.append({"role": role, "content": reply})
+
+    def _respond(self, action) -> tuple[str, str]:
+        tools = self.item.get("tools", ["wiki", "calc"])
+        if action.kind == "ask":
+            self.clarifications += 1
+            detail = self.item.get("hidden_detail") if self.item.get("needs_clarification") else None
+            return "user", f"USER: {detail if detail else NO_CLARIFICATION_NEEDED}"
+        self.tool_hops += 1
+        if action.tool not in tools or action.tool not in ("wiki", "calc"):
+            return "tool", f"RESULT: unknown tool {action.tool!r}; available: {', '.join(tools)}"
+        if action.tool == "wiki":
+            return "tool", f"RESULT (wiki): {wiki_search(self.item.get('corpus', []), action.arg)}"
+        return "tool", f"RESULT (calc): {run_calc(action.arg)}"
+
+    def to_episode(self) -> Episode:
+        return Episode(
+            item_id=str(self.item.get("id", "")), task=str(self.item.get("task", "")),
+            final_answer=self.final_answer, turns=self.turns, tool_hops=self.tool_hops,
+            clarifications=self.clarifications, truncated=self.truncated,
+            model_text="\n\n".join(self.model_texts), transcript=list(self.transcript),
+            input_ids=list(self.ids), action_mask=list(self.mask), prompt_len=self.prompt_len)

@@ -1,0 +1,171 @@
+"""Batched multi-turn rollouts: `generate_episodes(model, tokenizer, items, ...) -> list[Episode]`.
+
+Each round, the still-active episodes are sorted by length (less padding), cut into batches of
+`batch_size`, left-padded, and decoded token by token with a KV cache (our own loop over the
+HF model's forward: it samples from a `torch.Generator`, which `generate()` cannot, so a run is
+reproducible from the generator's state — exact resume depends on that). A sequence stops at an
+end-of-turn token, at `max_new_tokens`, or (with `stop_at_action`) at the newline ending its
+first action line, like a ReAct stop sequence — so it cannot hallucinate the tool's result.
+Finished rows leave the batch (their KV cache rows are dropped).
+
+Randomness: `generator` (used and advanced as is) or a fresh one seeded with `seed`; with
+neither, torch's global RNG. Same items + same generator state + same model = same episodes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+from rc1.envs.env import ChatFormat, EpisodeState
+from rc1.envs.episode import Episode
+from rc1.envs.protocol import has_complete_action
+
+log = logging.getLogger("rc1.envs")
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    ids = []
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for v in (gen_eos, tokenizer.eos_token_id):
+        if isinstance(v, int):
+            ids.append(v)
+        elif isinstance(v, (list, tuple)):
+            ids += [int(x) for x in v]
+    return ids
+
+
+def _sample(logits, *, greedy: bool, temperature: float, top_p: float, generator):
+    import torch
+
+    if greedy:
+        return logits.argmax(-1)
+    logits = logits / temperature
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # drop a token when the mass BEFORE it already reaches top_p (the top token always stays)
+        drop = (probs.cumsum(-1) - probs) >= top_p
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    probs = torch.softmax(logits, dim=-1)
+    if generator is not None and probs.device != generator.device:
+        from rc1.runtime.device import to_device
+
+        return to_device(torch.multinomial(to_device(probs, generator.device), 1, generator=generator).squeeze(-1),
+                         logits.device)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def _select_rows(cache, keep) -> None:
+    if hasattr(cache, "batch_select_indices"):
+        cache.batch_select_indices(keep)
+    else:  # pragma: no cover - older cache classes
+        for layer in cache.layers:
+            layer.batch_select_indices(keep)
+
+
+def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, max_new_tokens: Sequence[int],
+                 greedy: bool, temperature: float, top_p: float, generator, stop_at_action: bool,
+                 ) -> tuple[list[list[int]], list[bool]]:
+    """Generate for left-padded `prompts`; returns (generated ids per row, hit_limit per row)."""
+    import torch
+    from transformers import DynamicCache
+
+    from rc1.runtime.device import to_device
+
+    device = next(model.parameters()).device
+    n, width = len(prompts), max(len(p) for p in prompts)
+    ids = torch.full((n, width), fmt.pad_id, dtype=torch.long)
+    attn = torch.zeros((n, width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        attn[i, width - len(p):] = 1
+    ids, attn = to_device(ids, device), to_device(attn, device)
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True,
+                logits_to_keep=1)
+    generated: list[list[int]] = [[] for _ in range(n)]
+    hit_limit = [False] * n
+    rows = list(range(n))  # original index of each live batch row
+    newline_cache: dict[int, bool] = {}
+    step = 0
+    while rows:
+        nxt = _sample(out.logits[:, -1, :].float(), greedy=greedy, temperature=temperature, top_p=top_p,
+                      generator=generator)
+        step += 1
+        keep = []
+        for j, (r, tok) in enumerate(zip(rows, nxt.tolist())):
+            generated[r].append(tok)
+            if tok in fmt.eos_ids:
+                continue
+            if stop_at_action:
+                nl = newline_cache.get(tok)
+                if nl is None:
+                    nl = newline_cache[tok] = "\n" in fmt.tok.decode([tok])
+                if nl and has_complete_action(fmt.decode(generated[r]), starts_in_think=fmt.starts_in_think):
+                    continue
+            if len(generated[r]) >= max_new_tokens[r]:
+                hit_limit[r] = True
+                continue
+            keep.append(j)
+        if not keep:
+            break
+        if len(keep) < len(rows):
+            idx = to_device(torch.tensor(keep, dtype=torch.long), device)
+            _select_rows(cache, idx)
+            nxt, attn, pos = nxt[idx], attn[idx], pos[idx]
+            rows = [rows[j] for j in keep]
+        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
+        pos = pos[:, -1:] + 1
+        out = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache,
+                    use_cache=True)
+    return generated, hit_limit
+
+
+def generate_episodes(model, tokenizer, items: list[dict], *, num_generations: int = 1, max_turns: int | None = None,
+                      max_new_tokens: int = 64, temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
+                      seed: int | None = None, batch_size: int = 8, generator=None, max_length: int | None = None,
+                      stop_at_action: bool = True) -> list[Episode]:
+    """Roll out every item `num_generations` times (copies consecutive) and return the episodes in that order.
+
+    max_turns: per-episode model-turn limit (default: the item's `max_turns`, else 6).
+    max_new_tokens: per model turn. max_length: cap on a whole episode's tokens (prompt included).
+    """
+    import torch
+
+    if num_generations < 1 or batch_size < 1 or max_new_tokens < 1:
+        raise ValueError("num_generations, batch_size and max_new_tokens must be >= 1")
+    if not greedy and temperature <= 0:
+        raise ValueError("temperature must be > 0 when sampling (use greedy=True for argmax)")
+    fmt = ChatFormat(tokenizer, _eos_ids(model, tokenizer))
+    if generator is None and seed is not None and not greedy:
+        device = next(model.parameters()).device
+        generator = torch.Generator(device=device)
+        generator.manual_seed(int(seed))
+    states = [EpisodeState.start(item, fmt, max_turns=max_turns, max_length=max_length)
+              for item in items for _ in range(num_generations)]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            while True:
+                active = [s for s in states if not s.done]
+                for s in active:
+                    if s.room_for(max_new_tokens) == 0:
+                        s.truncated, s.done = True, True
+                active = sorted((s for s in active if not s.done), key=lambda s: len(s.ids))
+                if not active:
+                    break
+                for start in range(0, len(active), batch_size):
+                    chunk = active[start:start + batch_size]
+                    gen, hit = decode_batch(model, fmt, [s.ids for s in chunk],
+                                            max_new_tokens=[s.room_for(max_new_tokens) for s in chunk],
+                                            greedy=greedy, temperature=temperature, top_p=top_p,
+                                            generator=generator, stop_at_action=stop_at_action)
+                    for s, g, h in zip(chunk, gen, hit):
+                        s.add_model_turn(g, h)
+    finally:
+        model.train(was_training)
+    return [s.to_episode() for s in states]
