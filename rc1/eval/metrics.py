@@ -1,0 +1,265 @@
+"""Evaluation metrics with 95 % confidence intervals, from per-item episode records.
+
+One record per (item, model): did the episode succeed, did it ask for clarification, how many
+turns and tool hops. Proportions get Wilson intervals; differences between the base model and
+a checkpoint on the SAME items get a paired bootstrap interval (resampling items, seeded, so a
+report is reproducible), with Newcombe's hybrid score interval beside it for proportions.
+
+Definitions (SPEC §7, seeds 003/004):
+  success                    verifier success of the final answer (rc1.rewards.verifiers.verify)
+  over-clarification rate    items NOT needing clarification where the model asked >= once,
+                             / items not needing clarification
+  clarification precision    asked AND needed / asked          (per task and overall)
+  clarification recall       asked AND needed / needed
+  hard success (hq+sq)       success on bucket == hard items of hotpotqa and strategyqa together
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from rc1.config.schema import BUCKETS, TASKS
+
+Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975); a test checks it against scipy
+BOOTSTRAP_B = 2000
+BOOTSTRAP_SEED = 20250820
+HARD_TASKS = ("hotpotqa", "strategyqa")
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """What eval keeps of one episode: enough to recompute every metric and to pair base vs trained."""
+
+    item_id: str
+    task: str
+    bucket: str | None
+    needs_clarification: bool
+    success: bool
+    score: float
+    clarifications: int
+    turns: int
+    tool_hops: int
+    truncated: bool
+    final_answer: str | None = None
+
+    @property
+    def asked(self) -> bool:
+        return self.clarifications > 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EpisodeRecord":
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
+
+    @classmethod
+    def of(cls, item: dict, episode: Any) -> "EpisodeRecord":
+        from rc1.rewards.verifiers import verify
+
+        verdict = verify(item["task"], episode.final_answer, item.get("answer", ""), item.get("aliases") or ())
+        return cls(item_id=str(item["id"]), task=item["task"], bucket=item.get("bucket"),
+                   needs_clarification=bool(item.get("needs_clarification")), success=bool(verdict.success),
+                   score=float(verdict.score), clarifications=int(episode.clarifications or 0),
+                   turns=int(episode.turns or 0), tool_hops=int(episode.tool_hops or 0),
+                   truncated=bool(episode.truncated), final_answer=episode.final_answer)
+
+
+# ----------------------------------------------------------------------------- intervals
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval for k successes out of n (None when n == 0)."""
+    if n <= 0:
+        return None
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def newcombe_diff(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float, float] | None:
+    """Newcombe's hybrid score interval for p2 - p1 (independent samples; conservative for paired)."""
+    a, b = wilson(k1, n1, z), wilson(k2, n2, z)
+    if a is None or b is None:
+        return None
+    p1, p2 = k1 / n1, k2 / n2
+    d = p2 - p1
+    lo = d - math.sqrt((p2 - b[0]) ** 2 + (a[1] - p1) ** 2)
+    hi = d + math.sqrt((b[1] - p2) ** 2 + (p1 - a[0]) ** 2)
+    return max(-1.0, lo), min(1.0, hi)
+
+
+def mean_ci(xs: Sequence[float], z: float = Z95) -> tuple[float | None, tuple[float, float] | None]:
+    """Mean with a normal-approximation 95 % CI (t-quantile for small n)."""
+    n = len(xs)
+    if n == 0:
+        return None, None
+    m = sum(xs) / n
+    if n == 1:
+        return m, (m, m)
+    from scipy import stats
+
+    var = sum((x - m) ** 2 for x in xs) / (n - 1)
+    q = float(stats.t.ppf(0.975, n - 1)) if n < 30 else z
+    half = q * math.sqrt(var / n)
+    return m, (m - half, m + half)
+
+
+def paired_bootstrap(base: Sequence[float], trained: Sequence[float],
+                     stat: Callable[[Any, Any], float] | None = None, *, b: int = BOOTSTRAP_B,
+                     seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+    """95 % percentile interval of stat(trained_sample, base_sample) over item resamples.
+
+    `base[i]` and `trained[i]` belong to the same item; default stat is the difference of means.
+    Resamples where the statistic is undefined (NaN) are dropped.
+    """
+    import numpy as np
+
+    n = len(base)
+    if n == 0 or n != len(trained):
+        return None
+    x, y = np.asarray(base, dtype=float), np.asarray(trained, dtype=float)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(b, n))
+    if stat is None:
+        vals = y[idx].mean(axis=1) - x[idx].mean(axis=1)
+    else:
+        vals = np.array([stat(y[i], x[i]) for i in idx], dtype=float)
+    vals = vals[~np.isnan(vals)]
+    if vals.size == 0:
+        return None
+    return float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))
+
+
+# ----------------------------------------------------------------------------- summaries
+def proportion(k: int, n: int) -> dict:
+    ci = wilson(k, n)
+    return {"k": k, "n": n, "rate": (k / n) if n else None, "ci95": list(ci) if ci else None}
+
+
+def _success(records: Iterable[EpisodeRecord]) -> dict:
+    rs = list(records)
+    return proportion(sum(r.success for r in rs), len(rs))
+
+
+def hard_records(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
+    return [r for r in records if r.bucket == "hard" and r.task in HARD_TASKS]
+
+
+def clarification_pr(records: Sequence[EpisodeRecord]) -> dict:
+    asked = [r for r in records if r.asked]
+    needed = [r for r in records if r.needs_clarification]
+    tp = sum(r.needs_clarification for r in asked)
+    return {"asked": len(asked), "needed": len(needed), "asked_and_needed": tp,
+            "precision": proportion(tp, len(asked)), "recall": proportion(tp, len(needed))}
+
+
+def summarize(records: Sequence[EpisodeRecord]) -> dict:
+    """Every metric of one model on one item set."""
+    rs = list(records)
+    not_needed = [r for r in rs if not r.needs_clarification]
+    needed = [r for r in rs if r.needs_clarification]
+    turns_mean, turns_ci = mean_ci([r.turns for r in rs])
+    hops_mean, hops_ci = mean_ci([r.tool_hops for r in rs])
+    return {
+        "n": len(rs),
+        "success": _success(rs),
+        "by_task": {t: _success(r for r in rs if r.task == t) for t in TASKS if any(r.task == t for r in rs)},
+        "by_bucket": {b: _success(r for r in rs if r.bucket == b) for b in BUCKETS if any(r.bucket == b for r in rs)},
+        "hard_hq_sq": _success(hard_records(rs)),
+        "needs_clar_success": _success(needed),
+        "overclar": proportion(sum(r.asked for r in not_needed), len(not_needed)),
+        "avg_turns": {"mean": turns_mean, "ci95": list(turns_ci) if turns_ci else None},
+        "avg_tool_hops": {"mean": hops_mean, "ci95": list(hops_ci) if hops_ci else None},
+        "truncated": proportion(sum(r.truncated for r in rs), len(rs)),
+        "clarification": {"all": clarification_pr(rs),
+                          **{t: clarification_pr([r for r in rs if r.task == t]) for t in TASKS
+                             if any(r.task == t for r in rs)}},
+    }
+
+
+def _paired(base: Sequence[EpisodeRecord], trained: Sequence[EpisodeRecord]) -> tuple[list, list]:
+    """Records of both models on the items both have, in the same order."""
+    t_by_id = {r.item_id: r for r in trained}
+    b = [r for r in base if r.item_id in t_by_id]
+    return b, [t_by_id[r.item_id] for r in b]
+
+
+def _delta_prop(base: list[EpisodeRecord], trained: list[EpisodeRecord], pick: Callable[[EpisodeRecord], bool],
+                value: Callable[[EpisodeRecord], bool]) -> dict:
+    pairs = [(bb, tt) for bb, tt in zip(base, trained) if pick(bb)]
+    n = len(pairs)
+    if n == 0:
+        return {"n": 0, "base": None, "trained": None, "delta_pp": None, "ci95_pp": None, "newcombe95_pp": None}
+    xb = [float(value(bb)) for bb, _ in pairs]
+    xt = [float(value(tt)) for _, tt in pairs]
+    kb, kt = int(sum(xb)), int(sum(xt))
+    ci = paired_bootstrap(xb, xt)
+    nc = newcombe_diff(kb, n, kt, n)
+    return {"n": n, "base": kb / n, "trained": kt / n, "delta_pp": 100.0 * (kt - kb) / n,
+            "ci95_pp": [100 * ci[0], 100 * ci[1]] if ci else None,
+            "newcombe95_pp": [100 * nc[0], 100 * nc[1]] if nc else None}
+
+
+def _rel_reduction(trained_sample, base_sample) -> float:
+    b = float(base_sample.mean())
+    return float("nan") if b == 0 else (b - float(trained_sample.mean())) / b
+
+
+def compare(base: Sequence[EpisodeRecord], trained: Sequence[EpisodeRecord]) -> dict:
+    """Trained vs base on the same items: deltas in pp with paired-bootstrap 95 % CIs."""
+    b, t = _paired(base, trained)
+    succ = lambda r: r.success  # noqa: E731
+    out: dict[str, Any] = {
+        "n_paired": len(b),
+        "success": _delta_prop(b, t, lambda r: True, succ),
+        "by_task": {task: _delta_prop(b, t, lambda r, task=task: r.task == task, succ)
+                    for task in TASKS if any(r.task == task for r in b)},
+        "by_bucket": {bk: _delta_prop(b, t, lambda r, bk=bk: r.bucket == bk, succ)
+                      for bk in BUCKETS if any(r.bucket == bk for r in b)},
+        "hard_hq_sq": _delta_prop(b, t, lambda r: r.bucket == "hard" and r.task in HARD_TASKS, succ),
+        "needs_clar_success": _delta_prop(b, t, lambda r: r.needs_clarification, succ),
+    }
+    oc = _delta_prop(b, t, lambda r: not r.needs_clarification, lambda r: r.asked)
+    xb = [float(bb.asked) for bb, _ in zip(b, t) if not bb.needs_clarification]
+    xt = [float(tt.asked) for bb, tt in zip(b, t) if not bb.needs_clarification]
+    rel = None
+    if oc["n"] and oc["base"]:
+        rel = (oc["base"] - oc["trained"]) / oc["base"]
+    rel_ci = paired_bootstrap(xb, xt, _rel_reduction) if rel is not None else None
+    out["overclar"] = {**oc, "rel_reduction": rel, "rel_reduction_ci95": list(rel_ci) if rel_ci else None}
+    tb, tt_ = [float(r.turns) for r in b], [float(r.turns) for r in t]
+    ci = paired_bootstrap(tb, tt_)
+    out["avg_turns"] = {"base": sum(tb) / len(tb) if tb else None, "trained": sum(tt_) / len(tt_) if tt_ else None,
+                        "delta": (sum(tt_) - sum(tb)) / len(tb) if tb else None, "ci95": list(ci) if ci else None}
+    hb, ht = [float(r.tool_hops) for r in b], [float(r.tool_hops) for r in t]
+    ci = paired_bootstrap(hb, ht)
+    out["avg_tool_hops"] = {"base": sum(hb) / len(hb) if hb else None, "trained": sum(ht) / len(ht) if ht else None,
+                            "delta": (sum(ht) - sum(hb)) / len(hb) if hb else None, "ci95": list(ci) if ci else None}
+    return out
+
+
+# metric name (cfg.eval.metric) -> value in a summary; higher is better except where noted
+METRICS: dict[str, Callable[[dict], float | None]] = {
+    "success": lambda s: s["success"]["rate"],
+    "needs_clar_success": lambda s: s["needs_clar_success"]["rate"],
+    "hard_success": lambda s: s["hard_hq_sq"]["rate"],
+    "neg_overclar": lambda s: None if s["overclar"]["rate"] is None else -s["overclar"]["rate"],
+}
+METRIC_ALIASES = {"eval/success": "success", "overall_success": "success", "hard_hq_sq": "hard_success"}
+
+
+def metric_value(name: str, summary: dict) -> float | None:
+    key = METRIC_ALIASES.get(name, name)
+    if key.startswith("success_") and key[len("success_"):] in TASKS + BUCKETS:
+        sub = key[len("success_"):]
+        part = summary["by_task" if sub in TASKS else "by_bucket"].get(sub)
+        return part["rate"] if part else None
+    if key not in METRICS:
+        from rc1.runtime.errors import ConfigError
+
+        known = sorted(METRICS) + [f"success_{x}" for x in TASKS + BUCKETS]
+        raise ConfigError(f"eval.metric {name!r}: unknown metric; known: {', '.join(known)}")
+    return METRICS[key](summary)
