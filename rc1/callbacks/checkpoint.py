@@ -1,0 +1,15 @@
+"""Save a checkpoint every run.save_steps steps (the recipe also saves at the end and on SIGTERM)."""
+
+from __future__ import annotations
+
+from rc1.callbacks.base import BaseCallback
+
+
+class CheckpointCallback(BaseCallback):
+    def __init__(self, spec=None):
+        pass
+
+    def on_step_end(self, recipe, record: dict) -> None:
+        if recipe.step % recipe.cfg.run.save_steps == 0:
+            path = recipe.save_checkpoint(reason="scheduled")
+            record["checkpoint"] = recipe.ws.rel(path)

@@ -1,0 +1,62 @@
+"""Per-step metrics to reports/metrics.jsonl (with a heartbeat) and a line in logs/train.log."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from rc1.callbacks.base import BaseCallback
+from rc1.runtime.errors import ConfigError
+from rc1.runtime.metrics import MetricsWriter
+
+log = logging.getLogger("rc1.train")
+
+# Every metrics line carries these top-level keys (None when a strategy has no such quantity).
+REQUIRED_KEYS = ("step", "loss", "kl", "ratio", "lr", "reward", "entropy", "completion_len", "clip_frac",
+                 "mem_used_mb", "sec_per_step", "heartbeat")
+
+
+class LoggingCallback(BaseCallback):
+    def __init__(self, spec=None):
+        self.writer = None
+
+    def on_train_start(self, recipe) -> None:
+        self.writer = MetricsWriter(recipe.ws.metrics_path)
+
+    def on_step_end(self, recipe, record: dict) -> None:
+        record["heartbeat"] = round(time.time(), 3)
+        for k in REQUIRED_KEYS:
+            record.setdefault(k, None)
+        self.writer.write(record)
+        log.info("step %d loss=%s reward=%.4f kl=%s lr=%.3g %.2fs/step", record["step"], _f(record["loss"]),
+                 record.get("reward") or 0.0, _f(record["kl"]), record.get("lr") or 0.0,
+                 record.get("sec_per_step") or 0.0)
+
+
+def _f(v) -> str:
+    return "None" if v is None else f"{v:.5g}"
+
+
+class TensorBoardCallback(BaseCallback):
+    """Optional TensorBoard event files beside metrics.jsonl (reports/tensorboard/)."""
+
+    def __init__(self, spec=None):
+        try:
+            from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError(f"callbacks: tensorboard needs the `tensorboard` package ({exc})") from None
+        self.tb = None
+
+    def on_train_start(self, recipe) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.tb = SummaryWriter(str(recipe.ws.reports / "tensorboard"))
+
+    def on_step_end(self, recipe, record: dict) -> None:
+        for k, v in record.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("step", "heartbeat", "time"):
+                self.tb.add_scalar(k if "/" in k else f"train/{k}", v, record["step"])
+
+    def on_train_end(self, recipe) -> None:
+        if self.tb is not None:
+            self.tb.close()

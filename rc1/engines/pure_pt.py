@@ -1,0 +1,299 @@
+"""The pure PyTorch engine: model, AdamW, LR schedule, gradient accumulation, clipping, AMP.
+
+One `train_step(batch)` is one micro-step: the strategy has put `batch["tensors"]` and
+`batch["loss_fn"]` there; the engine runs forward/backward (scaled by 1/gradient_accumulation)
+and, every `cfg.run.gradient_accumulation` micro-steps, unscales, clips, steps the optimizer and
+the scheduler. The position inside an accumulation window and the gradients accumulated so far
+are part of `state_dict()`, so a checkpoint taken mid-window resumes bit-exactly.
+
+Rollouts go through rc1.envs (batched generation with a KV cache). The reference policy for KL:
+with LoRA the base model with the adapters disabled (no second copy); with full fine-tuning a
+frozen copy made at setup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import math
+from typing import Any, Callable
+
+from rc1.runtime.checkpoint import (ADAPTER_FILE, KEY_ACCUM_POSITION, KEY_EXTRA_MODULES, KEY_OPTIMIZER,
+                                    KEY_PENDING_GRADS, KEY_SCALER, KEY_SCHEDULER, MODEL_FILE)
+from rc1.runtime.device import dtype_for, get_device, memory_used_mb, to_device
+
+log = logging.getLogger("rc1.engine")
+
+KEY_WEIGHTS = "weights"
+KEY_WEIGHTS_FILE = "weights_file"
+
+
+def lr_lambda(schedule: str, warmup_steps: int, total_updates: int) -> Callable[[int], float]:
+    """Multiplier of the base LR after `n` optimizer updates: linear warmup, then the schedule."""
+    total = max(1, total_updates)
+
+    def f(n: int) -> float:
+        if warmup_steps and n < warmup_steps:
+            return (n + 1) / (warmup_steps + 1)
+        if schedule == "constant":
+            return 1.0
+        progress = min(1.0, (n - warmup_steps) / max(1, total - warmup_steps))
+        if schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        return 0.5 * (1.0 + math.cos(math.pi * progress))  # cosine
+    return f
+
+
+def default_model_loader(cfg, *, device, dtype, for_training: bool):
+    from rc1.models.loader import load_model
+
+    return load_model(cfg, device=device, dtype=dtype, for_training=for_training)
+
+
+class PurePTEngine:
+    """Engine protocol on plain PyTorch. See the module docstring."""
+
+    name = "pure_pt"
+
+    def __init__(self, ws=None, *, reward_model=None, model_loader=None):
+        self.ws = ws
+        self.reward_model = reward_model
+        self.model_loader = model_loader or default_model_loader
+        self.cfg = None
+        self.model = None
+        self.tokenizer = None
+        self.reference_model = None
+        self.extra_modules: dict[str, Any] = {}
+        self.optimizer = None
+        self.scheduler = None
+        self.scaler = None
+        self.accum_position = 0
+        self.updates = 0
+
+    # ------------------------------------------------------------------ setup
+    def setup(self, cfg) -> None:
+        import torch
+
+        self.cfg = cfg
+        self.device = get_device(cfg.run.device_pref)
+        self.amp_dtype = dtype_for(self.device, cfg.run.mixed_precision)
+        # Master weights stay fp32 on an accelerator; the forward runs under autocast in amp_dtype.
+        self.use_amp = self.device.type in ("cuda", "mps") and self.amp_dtype != torch.float32
+        load_dtype = torch.float32 if self.device.type == "cpu" or self.use_amp else self.amp_dtype
+        self.model, self.tokenizer = self.model_loader(cfg, device=self.device, dtype=load_dtype, for_training=True)
+        self.is_peft = hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config")
+        self.grad_accum = cfg.run.gradient_accumulation
+        if cfg.strategy.ppo_epochs > 1 and self.grad_accum > 1:
+            from rc1.runtime.errors import ConfigError
+
+            raise ConfigError("strategy.ppo_epochs > 1 needs run.gradient_accumulation: 1 (each epoch is an update)")
+        if self.use_amp and self.amp_dtype == torch.float16:
+            self.scaler = torch.amp.GradScaler(self.device.type)
+        log.info("engine pure_pt: device=%s amp=%s dtype=%s peft=%s grad_accum=%d", self.device, self.use_amp,
+                 self.amp_dtype, self.is_peft, self.grad_accum)
+
+    def needs_reference(self) -> None:
+        """Called by a strategy that uses a reference policy; full fine-tuning gets a frozen copy."""
+        if self.is_peft or self.reference_model is not None:
+            return
+        self.reference_model = copy.deepcopy(self.model).eval()
+        for p in self.reference_model.parameters():
+            p.requires_grad_(False)
+
+    def register_module(self, name: str, module) -> None:
+        """A trainable module beside the model (PPO's value head): optimized and checkpointed with it."""
+        if self.optimizer is not None:
+            raise RuntimeError("register_module after the optimizer was built")
+        self.extra_modules[name] = to_device(module, self.device)
+
+    def trainable_parameters(self) -> list:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        for name in sorted(self.extra_modules):
+            params += [p for p in self.extra_modules[name].parameters() if p.requires_grad]
+        return params
+
+    def _ensure_optimizer(self) -> None:
+        if self.optimizer is not None:
+            return
+        import torch
+
+        e = self.cfg.engine
+        self.optimizer = torch.optim.AdamW(self.trainable_parameters(), lr=e.lr, weight_decay=e.weight_decay)
+        total_updates = math.ceil(self.cfg.run.max_steps / self.grad_accum)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_lambda(e.lr_schedule, e.warmup_steps, total_updates))
+
+    # ------------------------------------------------------------------ model helpers
+    def autocast(self):
+        import torch
+
+        if not self.use_amp:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+
+    def to_device(self, obj):
+        return to_device(obj, self.device)
+
+    def forward(self, input_ids, attention_mask, *, reference: bool = False, hidden: bool = False,
+                entropy: bool | str = False) -> dict:
+        """Per-token log-probs of input_ids[:, 1:] (shape [B, T-1]) and optionally entropy / hidden states."""
+        import torch
+
+        if reference and self.is_peft:
+            ctx, model = self.model.disable_adapter(), self.model
+        elif reference:
+            ctx, model = contextlib.nullcontext(), self.reference_model
+        else:
+            ctx, model = contextlib.nullcontext(), self.model
+        with ctx, self.autocast():
+            out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=hidden,
+                        use_cache=False)
+        logits = out.logits[:, :-1].float()
+        targets = input_ids[:, 1:]
+        logz = torch.logsumexp(logits, dim=-1)
+        logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz
+        res = {"logp": logp}
+        if entropy:  # entropy="grad" keeps it differentiable (an entropy bonus in the loss)
+            with torch.no_grad() if entropy != "grad" else contextlib.nullcontext():
+                probs = torch.softmax(logits, dim=-1)
+                res["entropy"] = logz - (probs * logits).sum(-1)
+        if hidden:
+            res["hidden"] = out.hidden_states[-1][:, :-1].float()
+        return res
+
+    def rollout(self, items: list[dict], num_generations: int, *, seed: int, greedy: bool = False,
+                max_new_tokens: int | None = None) -> list:
+        """Episodes for `items` (each repeated num_generations times, consecutive) via rc1.envs."""
+        import torch
+
+        from rc1.envs.rollout import generate_episodes
+
+        m = self.cfg.model
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad(), self.autocast():
+                episodes = generate_episodes(
+                    self.model, self.tokenizer, items, num_generations=num_generations,
+                    max_new_tokens=max_new_tokens or m.max_new_tokens, temperature=m.temperature, top_p=m.top_p,
+                    greedy=greedy, seed=seed, batch_size=max(1, len(items) * num_generations),
+                    max_length=self.cfg.data.max_length)
+        finally:
+            self.model.train(was_training)
+        return episodes
+
+    # ------------------------------------------------------------------ Engine protocol
+    def train_step(self, batch: dict) -> dict[str, float]:
+        """One micro-step on the strategy's loss; an optimizer update every gradient_accumulation calls."""
+        import torch
+
+        self._ensure_optimizer()
+        self.model.train()
+        metrics: dict[str, float] = {}
+        epochs = self.cfg.strategy.ppo_epochs if batch.get("multi_epoch") else 1
+        for epoch in range(epochs):
+            loss, m = batch["loss_fn"](self, batch["tensors"])
+            metrics.update(m)
+            if loss is not None:
+                scaled = loss / self.grad_accum
+                if self.scaler is not None:
+                    self.scaler.scale(scaled).backward()
+                else:
+                    scaled.backward()
+                metrics["loss"] = float(loss.detach())
+            else:
+                metrics.setdefault("loss", None)
+            if epoch < epochs - 1:
+                metrics.update(self._update())
+        self.accum_position += 1
+        if self.accum_position >= self.grad_accum:
+            metrics.update(self._update())
+        metrics["lr"] = self.current_lr()
+        metrics["accum_position"] = self.accum_position
+        metrics["mem_used_mb"] = memory_used_mb(self.device)
+        return metrics
+
+    def _update(self) -> dict[str, float]:
+        import torch
+
+        params = self.trainable_parameters()
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.engine.max_grad_norm)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.accum_position = 0
+        self.updates += 1
+        return {"grad_norm": float(grad_norm), "optimizer_updates": self.updates}
+
+    def current_lr(self) -> float:
+        if self.optimizer is None:
+            return self.cfg.engine.lr
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def eval_step(self, batch: dict) -> dict[str, float]:
+        """Greedy rollouts of batch["items"], scored by the reward model: success rate and mean reward."""
+        if self.reward_model is None:
+            raise RuntimeError("eval_step needs a reward model")
+        items = batch["items"]
+        episodes = self.rollout(items, 1, seed=int(batch.get("seed", 0)), greedy=True,
+                                max_new_tokens=batch.get("max_new_tokens"))
+        scores = [self.reward_model.score(it, ep) for it, ep in zip(items, episodes)]
+        n = max(1, len(scores))
+        return {"eval/success": sum(s.success for s in scores) / n, "eval/reward": sum(s.total for s in scores) / n,
+                "eval/truncated": sum(bool(ep.truncated) for ep in episodes) / n, "eval/n": len(scores)}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Weights (trainable parameters: the adapter with LoRA) apart from the trainer state."""
+        self._ensure_optimizer()
+        weights = {n: p.detach().cpu().contiguous() for n, p in self.model.named_parameters() if p.requires_grad}
+        pending = None
+        if self.accum_position:
+            pending = [None if p.grad is None else p.grad.detach().cpu().clone() for p in self.trainable_parameters()]
+        return {
+            KEY_WEIGHTS: weights,
+            KEY_WEIGHTS_FILE: ADAPTER_FILE if self.is_peft else MODEL_FILE,
+            KEY_OPTIMIZER: self.optimizer.state_dict(),
+            KEY_SCHEDULER: self.scheduler.state_dict(),
+            KEY_SCALER: self.scaler.state_dict() if self.scaler is not None else None,
+            KEY_PENDING_GRADS: pending,
+            KEY_ACCUM_POSITION: self.accum_position,
+            KEY_EXTRA_MODULES: {k: m.state_dict() for k, m in self.extra_modules.items()},
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        import torch
+
+        self._ensure_optimizer()
+        weights = state[KEY_WEIGHTS]
+        named = dict(self.model.named_parameters())
+        missing = sorted(n for n, p in named.items() if p.requires_grad and n not in weights)
+        unknown = sorted(set(weights) - set(named))
+        if missing or unknown:
+            from rc1.runtime.checkpoint import CheckpointError
+
+            raise CheckpointError(f"checkpoint weights do not fit the model: missing {missing[:3]}, unexpected {unknown[:3]}")
+        with torch.no_grad():
+            for n, t in weights.items():
+                named[n].copy_(to_device(t, named[n].device))
+        for k, sd in state.get(KEY_EXTRA_MODULES, {}).items():
+            self.extra_modules[k].load_state_dict(sd)
+        self.optimizer.load_state_dict(state[KEY_OPTIMIZER])
+        self.scheduler.load_state_dict(state[KEY_SCHEDULER])
+        if self.scaler is not None and state.get(KEY_SCALER):
+            self.scaler.load_state_dict(state[KEY_SCALER])
+        self.accum_position = int(state.get(KEY_ACCUM_POSITION, 0))
+        self.updates = int(state.get("updates", 0))
+        pending = state.get(KEY_PENDING_GRADS)
+        for p in self.trainable_parameters():
+            p.grad = None
+        if pending:
+            for p, g in zip(self.trainable_parameters(), pending):
+                p.grad = None if g is None else to_device(g, p.device).to(p.dtype)

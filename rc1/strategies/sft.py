@@ -1,0 +1,66 @@
+"""SFT on gold answers: a warm start that teaches the action protocol's answer line.
+
+Each sampled item becomes its first prompt (rc1.envs: protocol system prompt + messages, through
+the tokenizer's chat template) followed by `ANSWER: <gold>` and the end-of-turn token; the loss
+is the mean negative log-likelihood of those answer tokens. No rollouts, no reward.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from rc1.strategies.common import collate, masked_mean
+
+
+class SFTStrategy:
+    name = "sft"
+
+    def __init__(self, cfg, reward_model):
+        self.cfg = cfg
+        self.reward_model = reward_model
+        self.engine = None
+        self._fmt = None
+
+    def attach_engine(self, engine) -> None:
+        self.engine = engine
+
+    def _format(self):
+        if self._fmt is None:
+            from rc1.envs.env import ChatFormat
+
+            self._fmt = ChatFormat(self.engine.tokenizer)
+        return self._fmt
+
+    def example(self, item: dict):
+        from rc1.envs.env import episode_messages
+
+        fmt = self._format()
+        prompt = fmt.prompt_ids(episode_messages(item))
+        answer = fmt.encode(f"ANSWER: {item['answer']}") + [min(fmt.eos_ids)
+                                                             if self.engine.tokenizer.eos_token_id is None
+                                                             else self.engine.tokenizer.eos_token_id]
+        return SimpleNamespace(input_ids=prompt + answer, action_mask=[0] * len(prompt) + [1] * len(answer))
+
+    def on_batch(self, batch: dict) -> dict[str, float]:
+        examples = [self.example(it) for it in batch["items"]]
+        batch["tensors"] = collate(self.engine, examples)
+        batch["loss_fn"] = self.loss
+        n = len(examples)
+        return {"completion_len": sum(sum(e.action_mask) for e in examples) / n, "reward": None}
+
+    def loss(self, engine, t: dict):
+        import torch
+
+        out = engine.forward(t["input_ids"], t["attention_mask"], entropy=True)
+        mask = t["action_mask"]
+        loss = masked_mean(-out["logp"], mask)
+        with torch.no_grad():
+            metrics = {"kl": None, "ratio": None, "clip_frac": 0.0, "entropy": float(masked_mean(out["entropy"], mask)),
+                       "sft/token_acc_proxy": float(masked_mean(out["logp"].exp(), mask))}
+        return loss, metrics
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
