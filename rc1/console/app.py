@@ -1,0 +1,435 @@
+"""The rc1 operator console: a Textual App over the same core calls as the CLI.
+
+Screens (one file each in console/screens/) are App modes: 1 Overview, 2 Reports, 3 Training,
+4 Checkpoints. Actions (advance, train, stop, resume, failpack, SYNC export, open a report) are
+key bindings and command-palette entries; long or destructive ones ask first. Everything that
+blocks runs in thread workers that post small dataclass messages back; a worker that fails is
+handled in one place (`on_worker_state_changed`), which writes an ERROR report for crashes.
+
+Build it with `make_app(...)`; tests pass their own backend.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from functools import partial
+from pathlib import Path
+from typing import Iterable
+
+from rich.console import Group
+from rich.text import Text
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from rc1.console.backend import ConsoleBackend, Unavailable
+from rc1.console.messages import (ActionFinished, GateProgress, LogLines, MetricsUpdated, ReportOpened,
+                                  TrainerUpdated, WorkspaceLoaded)
+from rc1.console.metrics_feed import MetricsFeed, MetricsSnapshot
+from rc1.console.plotting import render_plot
+from rc1.console.screens.checkpoints import CheckpointsScreen
+from rc1.console.screens.missing import MissingWorkspaceScreen
+from rc1.console.screens.modals import ConfirmScreen, ReportPicker, ResultScreen
+from rc1.console.screens.overview import OverviewScreen
+from rc1.console.screens.report_view import ReportViewScreen
+from rc1.console.screens.reports import ReportsScreen
+from rc1.console.screens.training import TrainingScreen
+from rc1.console.view import WorkspaceView, load_view
+from rc1.machine.table import forward_from
+from rc1.runtime.errors import Rc1Error
+from rc1.runtime.workspace import Workspace
+
+# action name -> (key, palette title, palette help)
+ACTIONS: dict[str, tuple[str, str, str]] = {
+    "advance": ("a", "Advance to the next state", "run the next gate; the state moves only if it passes"),
+    "train": ("t", "Start training", "start the trainer as a detached background process"),
+    "stop": ("s", "Stop training", "SIGTERM the trainer: it checkpoints, then exits"),
+    "resume": ("r", "Resume from latest", "start the trainer from the latest verified checkpoint"),
+    "failpack": ("f", "Make a FAIL pack", "reports/FAIL_<ts>.tgz of logs, reports, configs (secrets redacted)"),
+    "sync": ("x", "SYNC export", "reports/sync/SYNC_round<N>.json from the real state"),
+    "open_report": ("o", "Open a report", "pick any JSON/Markdown report under reports/"),
+}
+SCREENS = (("overview", "1", "Overview"), ("reports", "2", "Reports"), ("training", "3", "Training"),
+           ("checkpoints", "4", "Ckpts"))
+
+
+class Rc1Console(App):
+    CSS_PATH = "console.tcss"
+    TITLE = "rc1 console"
+    MODES = {"overview": OverviewScreen, "reports": ReportsScreen, "training": TrainingScreen,
+             "checkpoints": CheckpointsScreen}
+    DEFAULT_MODE = "overview"
+    BINDINGS = [
+        *[Binding(key, f"switch_mode('{mode}')", label) for mode, key, label in SCREENS],
+        Binding("a", "advance", "Advance"),
+        Binding("t", "train", "Train"),
+        Binding("s", "stop", "Stop"),
+        Binding("r", "resume", "Resume"),
+        Binding("f", "failpack", "Failpack"),
+        Binding("x", "sync", "SYNC"),
+        Binding("o", "open_report", "Open"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    activity: reactive[Text] = reactive(Text(""), always_update=True)
+
+    def __init__(self, backend: ConsoleBackend, *, poll_interval: float = 0.5, watch_interval: float = 1.0):
+        super().__init__()
+        self.backend = backend
+        self.poll_interval = poll_interval
+        self.watch_interval = watch_interval
+        self.view: WorkspaceView | None = None
+        self.metrics: tuple[MetricsSnapshot, dict[str, str]] | None = None
+        self.trainer: TrainerUpdated | None = None
+        self.log_lines: deque[str] = deque(maxlen=2000)
+        self.problem = backend.workspace_problem()
+        self._plot_sizes: dict[str, tuple[int, int]] = {}
+        self._sizes_lock = threading.Lock()
+        self._sizes_changed = threading.Event()
+        self._wake_watch = threading.Event()
+        self._wake_live = threading.Event()
+
+    # -- startup -------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.sub_title = self.backend.ws.root.name
+        if self.problem:
+            self.push_screen(MissingWorkspaceScreen(self.problem, self.backend.ws.root.name))
+            return
+        self.start_watchers()
+
+    def start_watchers(self) -> None:
+        self.watch_workspace()
+        self.live_data()
+
+    def action_recheck_workspace(self) -> None:
+        self.problem = self.backend.workspace_problem()
+        if self.problem:
+            self.notify(f"still no workspace: {self.problem}", severity="warning")
+            return
+        if isinstance(self.screen, MissingWorkspaceScreen):
+            self.pop_screen()
+        self.start_watchers()
+
+    # -- workers: watching files ---------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="watch", name="watch workspace")
+    def watch_workspace(self) -> None:
+        worker = get_current_worker()
+        last = None
+        while not worker.is_cancelled:
+            sig = self.backend.watched_mtimes()
+            if sig != last:
+                last = sig
+                self.post_message(WorkspaceLoaded(load_view(self.backend)))
+            self._wake_watch.wait(self.watch_interval)
+            self._wake_watch.clear()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="live", name="live data")
+    def live_data(self) -> None:
+        """Tail metrics.jsonl and train.log, poll the trainer; render plots here, off the UI thread."""
+        worker = get_current_worker()
+        feed = MetricsFeed(self.backend.metrics_path)
+        self._post_metrics(feed.start())
+        log = _LogTail(self.backend.log_path)
+        lines, reset = log.poll(initial=True)
+        self.post_message(LogLines(lines, reset=True))
+        next_trainer, last_trainer, max_steps, next_max = 0.0, None, None, 0.0
+        last_progress = time.monotonic()
+        while not worker.is_cancelled:
+            changed = feed.step()
+            if changed or self._sizes_changed.is_set():
+                self._sizes_changed.clear()
+                self._post_metrics(feed.snapshot())
+            elif feed.catching_up and time.monotonic() - last_progress > 1.0:
+                last_progress = time.monotonic()
+                self._post_metrics(feed.snapshot())  # the preview, with the scan's progress
+            lines, reset = log.poll()
+            if lines or reset:
+                self.post_message(LogLines(lines, reset=reset))
+            now = time.monotonic()
+            if now >= next_max:
+                max_steps, next_max = self.backend.max_steps(), now + 30
+            if now >= next_trainer:
+                next_trainer = now + 1.0
+                msg = self._trainer_message(max_steps)
+                key = repr((msg.status, msg.unavailable, msg.max_steps))
+                if key != last_trainer:
+                    last_trainer = key
+                    self.post_message(msg)
+            if not feed.catching_up:
+                self._wake_live.wait(self.poll_interval)
+                self._wake_live.clear()
+
+    def _trainer_message(self, max_steps: int | None) -> TrainerUpdated:
+        try:
+            st = self.backend.trainer_status()
+        except Rc1Error as exc:  # Unavailable included
+            return TrainerUpdated(None, unavailable=exc.message, max_steps=max_steps)
+        err = None
+        report = getattr(st, "last_error_report", None)
+        if st is not None and not getattr(st, "alive", False) and report:
+            try:
+                err = json.loads(self.backend.ws.path(report).read_text())
+            except (OSError, json.JSONDecodeError):
+                err = {"error": f"(ERROR report {report} unreadable)"}
+        return TrainerUpdated(st, error_report=err, max_steps=max_steps)
+
+    def _post_metrics(self, snap: MetricsSnapshot) -> None:
+        with self._sizes_lock:
+            sizes = dict(self._plot_sizes)
+        plots = {title: render_plot(snap.series.get(title, []), w, h) for title, (w, h) in sizes.items()
+                 if snap.series.get(title)}
+        self.post_message(MetricsUpdated(snap, plots))
+
+    def set_plot_size(self, title: str, width: int, height: int) -> None:
+        with self._sizes_lock:
+            if self._plot_sizes.get(title) == (width, height):
+                return
+            self._plot_sizes[title] = (width, height)
+        self._sizes_changed.set()
+        self._wake_live.set()
+
+    # -- messages from workers -----------------------------------------------------------------
+    def _screens_with(self, method: str) -> Iterable[Screen]:
+        seen = set()
+        for screen in [*self.screen_stack, *self._mode_screens()]:
+            if id(screen) not in seen and screen.is_mounted and hasattr(screen, method):
+                seen.add(id(screen))
+                yield screen
+
+    def _mode_screens(self) -> list[Screen]:
+        out = []
+        for stack in self._screen_stacks.values():
+            out += stack
+        return out
+
+    def on_workspace_loaded(self, message: WorkspaceLoaded) -> None:
+        self.view = message.view
+        if message.view.problem and not isinstance(self.screen, MissingWorkspaceScreen):
+            self.push_screen(MissingWorkspaceScreen(message.view.problem, self.backend.ws.root.name))
+            return
+        for screen in self._screens_with("show_view"):
+            screen.show_view(message.view)
+
+    def on_metrics_updated(self, message: MetricsUpdated) -> None:
+        self.metrics = (message.snapshot, message.plots)
+        for screen in self._screens_with("show_metrics"):
+            screen.show_metrics(message.snapshot, message.plots)
+
+    def on_log_lines(self, message: LogLines) -> None:
+        if message.reset:
+            self.log_lines.clear()
+        self.log_lines.extend(message.lines)
+        for screen in self._screens_with("add_log_lines"):
+            screen.add_log_lines(message.lines, message.reset)
+
+    def on_trainer_updated(self, message: TrainerUpdated) -> None:
+        before = self.trainer.status if self.trainer else None
+        self.trainer = message
+        if getattr(before, "alive", False) and not getattr(message.status, "alive", False):
+            report = getattr(message.status, "last_error_report", None)
+            self.activity = Text(f"trainer stopped{f'; ERROR report {report}' if report else ''} — "
+                                 "f: failpack, r: resume", style="bold yellow")
+        for screen in self._screens_with("show_trainer"):
+            screen.show_trainer(message)
+
+    def on_gate_progress(self, message: GateProgress) -> None:
+        self.activity = Text(f"⏳ {message.text}", style="yellow")
+
+    def on_action_finished(self, message: ActionFinished) -> None:
+        self.activity = Text(f"{message.title}: " + "; ".join(message.lines), style="green" if message.ok else "bold red")
+        self._wake_watch.set()
+        self._wake_live.set()
+        if message.action == "advance":
+            self.push_screen(ResultScreen(message.title, _outcome_body(message.outcome), error=not message.ok))
+        else:
+            self.notify("\n".join(message.lines), title=message.title, severity="information" if message.ok else "error")
+
+    def on_report_opened(self, message: ReportOpened) -> None:
+        self.push_screen(ReportViewScreen(message.rel, message.doc, message.error))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place worker errors are handled: Rc1Error -> its message; a crash -> ERROR report."""
+        if event.state != WorkerState.ERROR:
+            return
+        exc = event.worker.error
+        name = event.worker.name or "worker"
+        if isinstance(exc, Rc1Error):
+            lines = [exc.message, *exc.lines]
+        else:
+            lines = [f"{type(exc).__name__}: {exc}"]
+            try:
+                lines.append(f"ERROR report: {self.backend.ws.rel(self.backend.write_error_report(exc))}")
+            except OSError as write_err:
+                lines.append(f"(could not write the ERROR report: {write_err})")
+        self.activity = Text(f"✘ {name}: " + " — ".join(lines), style="bold red")
+        self.push_screen(ResultScreen(f"{name} failed", Text("\n".join(lines)), error=True))
+
+    # -- actions -------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.problem and (action in ACTIONS or action == "switch_mode"):
+            return False
+        return True
+
+    def _busy(self) -> bool:
+        running = [w for w in self.workers if w.group == "action" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)]
+        if running:
+            self.notify(f"busy: {running[0].name} is still running", severity="warning")
+        return bool(running)
+
+    def action_advance(self) -> None:
+        if self._busy():
+            return
+        state = self.view.state if self.view else self.backend.current_state()
+        nxt = forward_from(state)
+        if nxt is None:
+            self.notify(f"{state} is the final state", severity="warning")
+            return
+        self.push_screen(ConfirmScreen(f"Run gate {nxt['gate']} to advance {state} → {nxt['dest']}?",
+                                       "The state changes only if every check passes."),
+                         lambda ok: ok and self.run_advance(nxt["dest"]))
+
+    def action_train(self) -> None:
+        if not self._busy():
+            self.push_screen(ConfirmScreen("Start training?", "The trainer runs in the background and keeps running "
+                                           "after the console closes."), lambda ok: ok and self.run_start(None))
+
+    def action_resume(self) -> None:
+        if not self._busy():
+            self.push_screen(ConfirmScreen("Resume training from the latest checkpoint?"),
+                             lambda ok: ok and self.run_start("latest"))
+
+    def action_stop(self) -> None:
+        if not self._busy():
+            self.push_screen(ConfirmScreen("Stop the trainer?", "SIGTERM: it writes a checkpoint, then exits."),
+                             lambda ok: ok and self.run_stop())
+
+    def action_failpack(self) -> None:
+        if not self._busy():
+            self.run_simple("failpack", "FAIL pack")
+
+    def action_sync(self) -> None:
+        if not self._busy():
+            self.run_simple("sync", "SYNC export")
+
+    def action_open_report(self) -> None:
+        reports = [(self.backend.ws.rel(p), p) for p in self.backend.all_reports()]
+        self.push_screen(ReportPicker(reports), lambda path: path is not None and self.open_report(path))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        if self.problem:
+            return
+        for mode, key, label in SCREENS:
+            yield SystemCommand(f"Show {label} ({key})", f"switch to the {mode} screen", partial(self.switch_mode, mode))
+        for action, (key, title, help_text) in ACTIONS.items():
+            yield SystemCommand(f"{title} ({key})", help_text, getattr(self, f"action_{action}"))
+
+    # -- action workers ------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="action", name="advance")
+    def run_advance(self, target: str) -> None:
+        self.post_message(GateProgress(f"running gates to {target}…"))
+
+        def on_gate(gate: str, results: list) -> None:
+            ok = bool(results) and all(r.passed for r in results)
+            self.post_message(GateProgress(f"gate {gate}: {'passed' if ok else 'refused'}"))
+
+        outcome = self.backend.advance(target, progress=lambda m: self.post_message(GateProgress(m)), on_gate=on_gate)
+        if outcome.reached:
+            title, lines = f"advanced to {outcome.state}", [f"state {outcome.start} → {outcome.state}"]
+        else:
+            gate = outcome.gates[-1][0] if outcome.gates else "?"
+            failing = sum(len(r.failing) for _, results in outcome.gates[-1:] for r in results)
+            title = f"gate {gate} refused"
+            lines = [f"state stays {outcome.state}", f"{failing} failing check(s)"]
+        self.post_message(ActionFinished("advance", title, lines, ok=outcome.reached, outcome=outcome))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="action", name="start trainer")
+    def run_start(self, resume: str | None) -> None:
+        pid = self.backend.start_trainer(resume=resume)
+        what = "resumed trainer from latest" if resume else "started trainer"
+        self.post_message(ActionFinished("train", what, [f"pid {pid}", f"log {self.backend.ws.rel(self.backend.log_path)}"]))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="action", name="stop trainer")
+    def run_stop(self) -> None:
+        stopped = self.backend.stop_trainer()
+        self.post_message(ActionFinished("stop", "stop trainer", ["stopped (checkpoint written)" if stopped
+                                                                  else "no running trainer to stop"], ok=stopped))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="action", name="action")
+    def run_simple(self, action: str, title: str) -> None:
+        path = self.backend.failpack() if action == "failpack" else self.backend.sync_export()
+        self.post_message(ActionFinished(action, title, [f"wrote {self.backend.ws.rel(path)}"]))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="open", name="open report")
+    def open_report(self, path: Path) -> None:
+        rel = self.backend.ws.rel(path)
+        try:
+            self.post_message(ReportOpened(rel, self.backend.read_report(path)))
+        except (Rc1Error, OSError) as exc:
+            self.post_message(ReportOpened(rel, None, error=getattr(exc, "message", str(exc))))
+
+
+def _outcome_body(outcome) -> Group | Text:
+    from rc1.console.widgets.gate_checks import gate_table
+
+    if outcome is None or not outcome.gates:
+        return Text("no gate ran")
+    tables = []
+    from rc1.machine.table import TRANSITIONS
+
+    for gate, results in outcome.gates:
+        passed = bool(results) and all(r.passed for r in results)
+        move = next((t for t in TRANSITIONS if t["gate"] == gate), {})
+        report = {"passed": passed, "from": move.get("source"), "to": move.get("dest"),
+                  "results": [r.to_dict() for r in results]}
+        tables.append(gate_table(gate, report, only_failing=not passed))
+        if not passed:
+            tables.append(Text("only the failing checks are listed; the Overview shows them all", style="dim"))
+    return Group(*tables)
+
+
+class _LogTail:
+    """New lines of logs/train.log since the last poll (restarts when the file is truncated)."""
+
+    def __init__(self, path: Path, initial_lines: int = 200):
+        self.path, self.offset, self.partial, self.initial_lines = path, 0, b"", initial_lines
+
+    def poll(self, initial: bool = False) -> tuple[list[str], bool]:
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return [], False
+        reset = size < self.offset
+        if reset:
+            self.offset, self.partial = 0, b""
+        skip_first = False
+        if initial and size > 256 * 1024:  # only the end of a long log
+            self.offset, skip_first = size - 256 * 1024, True
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read(1 << 20)
+        self.offset += len(data)
+        if skip_first:
+            data = data.split(b"\n", 1)[1] if b"\n" in data else b""
+        chunks = (self.partial + data).split(b"\n")
+        self.partial = chunks.pop()
+        lines = [c.decode("utf-8", "replace") for c in chunks]
+        return (lines[-self.initial_lines:] if initial else lines), reset
+
+
+def make_app(workdir: str | Path | Workspace | None = None, config_path: str | None = None, *,
+             backend: ConsoleBackend | None = None, poll_interval: float = 0.5,
+             watch_interval: float = 1.0) -> Rc1Console:
+    """The console for a workspace (or for an injected backend, as tests do)."""
+    if backend is None:
+        from rc1.runtime.workspace import resolve_workspace
+
+        ws = workdir if isinstance(workdir, Workspace) else resolve_workspace(workdir)
+        backend = ConsoleBackend(ws, config_path)
+    return Rc1Console(backend, poll_interval=poll_interval, watch_interval=watch_interval)

@@ -1,0 +1,258 @@
+"""Live metrics for the Training screen: bounded series fed by `MetricsTail`, downsampled for plots.
+
+Runs on a worker thread. A 100k-line metrics.jsonl takes seconds to parse in full, so a large
+file is first shown from an evenly spaced sample of its lines plus its exact tail (fast), while
+the full scan continues in the background and then replaces the preview. Corrupt or partial
+lines are skipped and counted by `MetricsTail`; the count is shown.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rc1.runtime.metrics import MetricsTail
+
+# (plot title, metric keys); "reward/*" means every reward/<dimension> key seen.
+PLOTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("loss", ("loss",)),
+    ("KL", ("kl",)),
+    ("reward (total)", ("reward",)),
+    ("reward / dimension", ("reward/*",)),
+    ("ratio / clip_frac", ("ratio", "clip_frac")),
+    ("lr", ("lr",)),
+    ("sec / step", ("sec_per_step",)),
+    ("mem used MB", ("mem_used_mb",)),
+)
+# Prefixes whose plain name is used when the plain key is absent (e.g. train/loss -> loss).
+GROUP_PREFIXES = ("train/", "rollout/", "gate/", "perf/")
+SERIES_CAP = 8192        # points kept per series; beyond it, every other point is dropped and the stride doubles
+PLOT_POINTS = 96         # points per series handed to plotext (bucket means)
+FULL_READ_BYTES = 2 << 20   # files up to this size are read in full before the first render
+SAMPLE_LINES = 1200      # lines sampled from a larger file for the preview
+TAIL_BYTES = 128 << 10   # exact tail read for the preview
+SCAN_CHUNK = 4 << 20     # bytes parsed per loop iteration during the full scan
+
+
+class Series:
+    """(x, y) points with a bounded length: uniform decimation keeps the whole history's shape."""
+
+    __slots__ = ("xs", "ys", "stride", "_skip", "last")
+
+    def __init__(self) -> None:
+        self.xs: list[float] = []
+        self.ys: list[float] = []
+        self.stride = 1
+        self._skip = 0
+        self.last: tuple[float, float] | None = None
+
+    def add(self, x: float, y: float) -> None:
+        self.last = (x, y)
+        self._skip += 1
+        if self._skip < self.stride:
+            return
+        self._skip = 0
+        self.xs.append(x)
+        self.ys.append(y)
+        if len(self.xs) >= SERIES_CAP:
+            self.xs, self.ys = self.xs[::2], self.ys[::2]
+            self.stride *= 2
+
+    def points(self, n: int = PLOT_POINTS) -> tuple[list[float], list[float]]:
+        """At most n+1 points: bucket means over the kept points, plus the latest point."""
+        xs, ys = self.xs, self.ys
+        if self.last is not None and (not xs or xs[-1] != self.last[0]):
+            xs, ys = xs + [self.last[0]], ys + [self.last[1]]
+        if len(xs) <= n:
+            return list(xs), list(ys)
+        import numpy as np
+
+        ax, ay = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+        edges = np.linspace(0, len(ax), n + 1).astype(int)
+        bx = np.add.reduceat(ax, edges[:-1]) / np.diff(edges)
+        by = np.add.reduceat(ay, edges[:-1]) / np.diff(edges)
+        return bx.tolist() + [xs[-1]], by.tolist() + [ys[-1]]
+
+
+def _number(v) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+@dataclass
+class MetricsStore:
+    series: dict[str, Series] = field(default_factory=dict)
+    records: int = 0
+    last: dict = field(default_factory=dict)
+    recent_sec_per_step: list[float] = field(default_factory=list)
+
+    def add(self, rec: dict) -> None:
+        self.records += 1
+        step = _number(rec.get("step", rec.get("train/step")))
+        x = step if step is not None else float(self.records)
+        flat = {}
+        for k, v in rec.items():
+            plain = next((k[len(p):] for p in GROUP_PREFIXES if k.startswith(p)), k)
+            if plain not in flat or plain == k:
+                flat[plain] = v
+        for k, v in flat.items():
+            y = _number(v)
+            if y is None or k in ("step", "time", "heartbeat"):
+                continue
+            s = self.series.get(k)
+            if s is None:
+                s = self.series[k] = Series()
+            s.add(x, y)
+        self.last = {**self.last, **flat, "step": int(x)}
+        sps = _number(flat.get("sec_per_step"))
+        if sps is not None:
+            self.recent_sec_per_step.append(sps)
+            del self.recent_sec_per_step[:-20]
+
+    def add_all(self, recs: list[dict]) -> None:
+        for r in recs:
+            self.add(r)
+
+    def plot_series(self) -> dict[str, list[tuple[str, list[float], list[float]]]]:
+        out: dict[str, list] = {}
+        for title, keys in PLOTS:
+            names: list[str] = []
+            for k in keys:
+                if k.endswith("/*"):
+                    names += sorted(n for n in self.series if n.startswith(k[:-1]))
+                elif k in self.series:
+                    names.append(k)
+            out[title] = [(n, *self.series[n].points()) for n in names]
+        return out
+
+    def sec_per_step(self) -> float | None:
+        r = self.recent_sec_per_step
+        return sum(r) / len(r) if r else None
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """What the Training screen shows; built on the worker thread, immutable afterwards."""
+
+    series: dict          # plot title -> [(name, xs, ys)]
+    records: int          # records read (in the preview: sampled)
+    bad_lines: int        # corrupt / partial lines skipped
+    last: dict            # latest value of every key
+    sec_per_step: float | None
+    exact: bool           # False while a large file is shown from a sample
+    scanned_fraction: float = 1.0
+    file_exists: bool = True
+
+
+class MetricsFeed:
+    """Owns the tail of reports/metrics.jsonl. Not thread-safe: one worker thread drives it."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.tail = MetricsTail(self.path)
+        self.store = MetricsStore()
+        self.preview_store: MetricsStore | None = None
+        self.preview_bad = 0
+
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    @property
+    def catching_up(self) -> bool:
+        return self.preview_store is not None
+
+    def start(self) -> MetricsSnapshot:
+        """First view: the whole file if small, else a sample + exact tail (then scan in `step`)."""
+        size = self.size()
+        if size <= FULL_READ_BYTES:
+            self.store.add_all(self.tail.poll())
+            return self.snapshot()
+        self.preview_store, self.preview_bad = self._sample(size)
+        return self.snapshot()
+
+    def step(self) -> bool:
+        """Read what is new (or the next chunk of the full scan); True if the view changed."""
+        if self.preview_store is not None:
+            self.store.add_all(self.tail.poll(max_bytes=SCAN_CHUNK))
+            if self.tail.offset >= self.size():
+                self.preview_store = None  # the full scan caught up: exact from now on
+                return True
+            return False
+        recs = self.tail.poll(max_bytes=SCAN_CHUNK)
+        self.store.add_all(recs)
+        return bool(recs)
+
+    def snapshot(self) -> MetricsSnapshot:
+        exists = self.path.exists()
+        if self.preview_store is not None:
+            st = self.preview_store
+            frac = min(1.0, self.tail.offset / max(1, self.size()))
+            return MetricsSnapshot(st.plot_series(), st.records, self.preview_bad, dict(st.last),
+                                   st.sec_per_step(), exact=False, scanned_fraction=frac, file_exists=exists)
+        st = self.store
+        return MetricsSnapshot(st.plot_series(), st.records, self.tail.bad_lines, dict(st.last),
+                               st.sec_per_step(), exact=True, file_exists=exists)
+
+    def _sample(self, size: int) -> tuple[MetricsStore, int]:
+        store, bad = MetricsStore(), 0
+        tail_start = max(0, size - TAIL_BYTES)
+        with open(self.path, "rb") as fh:
+            step = max(1, tail_start // SAMPLE_LINES)
+            for off in range(0, tail_start, step):
+                fh.seek(off)
+                buf = fh.read(16384)
+                if off:
+                    nl = buf.find(b"\n")
+                    if nl < 0:
+                        continue
+                    buf = buf[nl + 1:]
+                end = buf.find(b"\n")
+                if end < 0:
+                    continue
+                rec, ok = _parse(buf[:end])
+                if rec is not None:
+                    store.add(rec)
+                bad += not ok
+            fh.seek(tail_start)
+            chunk = fh.read()
+        lines = chunk.split(b"\n")
+        if tail_start:
+            lines = lines[1:]  # first line is cut by the seek
+        for raw in lines[:-1]:  # the last piece is incomplete (or empty)
+            rec, ok = _parse(raw)
+            if rec is not None:
+                store.add(rec)
+            bad += not ok
+        return store, bad
+
+
+def _parse(raw: bytes) -> tuple[dict | None, bool]:
+    if not raw.strip():
+        return None, True
+    try:
+        rec = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None, False
+    return (rec, True) if isinstance(rec, dict) else (None, False)
+
+
+def eta_seconds(step: int | None, max_steps: int | None, sec_per_step: float | None) -> float | None:
+    if step is None or not max_steps or not sec_per_step:
+        return None
+    return max(0, max_steps - step) * sec_per_step
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")

@@ -1,0 +1,98 @@
+"""Overview: the state machine, every gate's checks, what blocks the next transition, audit, ops."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from rc1.console.view import WorkspaceView
+from rc1.console.widgets.activity import ActivityBar
+from rc1.console.widgets.gate_checks import all_gates, blockers, fmt_value
+from rc1.console.widgets.state_diagram import StateDiagram
+
+CACHE_ALERT = 0.95
+
+
+def ops_text(view: WorkspaceView) -> Text:
+    ops = view.ops
+    out = Text()
+    if not view.present.get("judge_stats"):
+        out.append("judge: not produced yet (reports/judge_stats.json)\n", style="dim")
+    else:
+        rate = ops.get("judge_cache_hit_rate")
+        out.append("judge cache hit rate: ")
+        alert = isinstance(rate, (int, float)) and rate >= CACHE_ALERT
+        out.append(fmt_value(rate), style="bold red" if alert else "")
+        out.append(f"  ⚠ ≥ {CACHE_ALERT}: scores are mostly cached, not live\n" if alert else "\n", style="red")
+        out.append(f"judge 429 rate: {fmt_value(ops.get('judge_429_rate'))}\n")
+        out.append(f"judge latency avg (s): {fmt_value(ops.get('judge_latency_avg_s'))}\n")
+    if view.checkpoints_unavailable:
+        out.append(f"checkpoints: {view.checkpoints_unavailable}\n", style="dim")
+    elif not ops.get("checkpoints_written"):
+        out.append("checkpoints: none written yet\n", style="dim")
+    else:
+        v, w = ops.get("checkpoints_verified", 0), ops.get("checkpoints_written", 0)
+        out.append(f"checkpoints verified/written: {v}/{w}\n", style="" if v == w else "yellow")
+    fp = ops.get("fingerprints") or {}
+    if not view.present.get("artifacts"):
+        out.append("fingerprints: not produced yet (reports/rc1/artifacts.jsonl)", style="dim")
+    else:
+        cov = fp.get("coverage")
+        out.append(f"fingerprint coverage: {fp.get('with_sha256', 0)}/{fp.get('artifacts', 0)} artifacts"
+                   + (f" ({cov:.0%})" if isinstance(cov, float) else ""),
+                   style="" if cov == 1.0 else "yellow")
+    return out
+
+
+def audit_table(entries: list[dict]) -> Table | Text:
+    if not entries:
+        return Text("no transitions yet (reports/state/audit.jsonl)", style="dim")
+    t = Table(box=None, pad_edge=False, expand=True)
+    for col in ("time", "move", "gate"):
+        t.add_column(col, no_wrap=True, overflow="ellipsis")
+    for e in reversed(entries):
+        ok = e.get("passed")
+        move = Text(f"{e.get('from')}→{e.get('to')}", style="green" if ok else "red")
+        when = str(e.get("time", ""))[5:16].replace("T", " ")
+        t.add_row(when, move, str(e.get("gate") or e.get("trigger") or ""))
+    return t
+
+
+class OverviewScreen(Screen):
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield StateDiagram(id="diagram")
+        with Horizontal(id="overview-body"):
+            with VerticalScroll(id="gates") as gates:
+                gates.border_title = "gate checks (reports/gates)"
+                yield Static(id="gates-body")
+            with Vertical(id="side"):
+                yield Static(id="blockers")
+                yield Static(id="ops")
+                yield Static(id="audit")
+        yield ActivityBar(id="activity")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#blockers").border_title = "blocks the next transition"
+        self.query_one("#ops").border_title = "operations"
+        self.query_one("#audit").border_title = "audit (latest first)"
+        self.show_view(self.app.view)
+
+    def on_screen_resume(self) -> None:
+        self.show_view(self.app.view)
+
+    def show_view(self, view: WorkspaceView | None) -> None:
+        if view is None:
+            self.query_one("#gates-body", Static).update(Text("loading…", style="dim"))
+            return
+        self.sub_title = f"overview · state {view.state}"
+        self.query_one(StateDiagram).show(view.state, view.gates)
+        self.query_one("#gates-body", Static).update(all_gates(view.gates))
+        self.query_one("#blockers", Static).update(blockers(view.state, view.gates))
+        self.query_one("#ops", Static).update(ops_text(view))
+        self.query_one("#audit", Static).update(audit_table(view.audit))

@@ -1,0 +1,123 @@
+"""Training: live plotext plots of metrics.jsonl, the train.log tail, and the trainer's status."""
+
+from __future__ import annotations
+
+import json
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Grid, Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Log, Static
+
+from rc1.console.messages import TrainerUpdated
+from rc1.console.metrics_feed import PLOTS, MetricsSnapshot, eta_seconds, format_duration
+from rc1.console.widgets.activity import ActivityBar
+from rc1.console.widgets.plot import PlotPanel
+
+
+def trainer_text(msg: TrainerUpdated | None, snapshot: MetricsSnapshot | None) -> Text:
+    if msg is None:
+        return Text("trainer: checking…", style="dim")
+    if msg.unavailable:
+        return Text(f"trainer control: {msg.unavailable}", style="yellow")
+    st = msg.status
+    step = (snapshot.last.get("step") if snapshot and snapshot.last else None)
+    step = getattr(st, "step", None) if getattr(st, "step", None) is not None else step
+    if st is None or getattr(st, "pid", None) is None:
+        return Text("trainer: not running — press t to start, r to resume from the latest checkpoint", style="dim")
+    out = Text()
+    alive = getattr(st, "alive", False)
+    out.append("● running" if alive else "✘ not running", style="bold green" if alive else "bold red")
+    out.append(f"  pid {st.pid}")
+    if step is not None:
+        out.append(f"  step {step}" + (f"/{msg.max_steps}" if msg.max_steps else ""))
+    age = getattr(st, "heartbeat_age_s", None)
+    if age is not None:
+        out.append(f"  heartbeat {format_duration(age)} ago", style="yellow" if age > 120 else "")
+    if alive:
+        sps = snapshot.sec_per_step if snapshot else None
+        out.append(f"  ETA {format_duration(eta_seconds(step, msg.max_steps, sps))}")
+    if not alive:
+        report = getattr(st, "last_error_report", None)
+        if msg.error_report is not None or report:
+            err = (msg.error_report or {}).get("error", "")
+            out.append(f"\ndied: {err}", style="red")
+            if (msg.error_report or {}).get("step") is not None:
+                out.append(f" (at step {msg.error_report['step']})", style="red")
+            out.append(f"\nERROR report: {report}", style="bold")
+        out.append("\npress f for a failpack, r to resume from the latest checkpoint", style="yellow")
+    return out
+
+
+def metrics_text(snap: MetricsSnapshot | None) -> Text:
+    if snap is None:
+        return Text("reading reports/metrics.jsonl…", style="dim")
+    if not snap.file_exists:
+        return Text("reports/metrics.jsonl: not produced yet", style="dim")
+    out = Text()
+    if snap.exact:
+        out.append(f"{snap.records} records")
+    else:
+        out.append(f"preview from {snap.records} sampled records; full scan {snap.scanned_fraction:.0%}", style="yellow")
+    out.append("  corrupt/partial lines skipped: ")
+    out.append(str(snap.bad_lines), style="bold red" if snap.bad_lines else "")
+    keys = ("step", "loss", "kl", "reward", "entropy", "completion_len", "clip_frac")
+    shown = [f"{k}={snap.last[k]:.4g}" if isinstance(snap.last.get(k), float) else f"{k}={snap.last[k]}"
+             for k in keys if k in snap.last]
+    if shown:
+        out.append("\nlast: " + "  ".join(shown))
+    return out
+
+
+class TrainingScreen(Screen):
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="trainer-status")
+        with Grid(id="plots"):
+            for title, _ in PLOTS:
+                yield PlotPanel(title, classes="plot")
+        with Horizontal(id="training-bottom"):
+            yield Log(id="train-log", max_lines=2000)
+            yield Static(id="metrics-info")
+        yield ActivityBar(id="activity")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.sub_title = "training"
+        self.query_one("#train-log").border_title = "logs/train.log"
+        self.query_one("#metrics-info").border_title = "reports/metrics.jsonl"
+        self.refresh_all()
+
+    def on_screen_resume(self) -> None:
+        self.refresh_all()
+
+    def refresh_all(self) -> None:
+        app = self.app
+        self.show_trainer(app.trainer)
+        if app.metrics is not None:
+            self.show_metrics(*app.metrics)
+        else:
+            self.query_one("#metrics-info", Static).update(metrics_text(None))
+        log = self.query_one(Log)
+        log.clear()
+        log.write_lines(list(app.log_lines))
+
+    def show_trainer(self, msg: TrainerUpdated | None) -> None:
+        snap = self.app.metrics[0] if self.app.metrics else None
+        self.query_one("#trainer-status", Static).update(trainer_text(msg, snap))
+
+    def show_metrics(self, snap: MetricsSnapshot, plots: dict[str, str]) -> None:
+        for panel in self.query(PlotPanel):
+            series = snap.series.get(panel.plot_title, [])
+            panel.show(plots.get(panel.plot_title, ""), [name for name, _, _ in series], snap.last)
+        self.query_one("#metrics-info", Static).update(metrics_text(snap))
+        self.show_trainer(self.app.trainer)
+
+    def add_log_lines(self, lines: list[str], reset: bool) -> None:
+        log = self.query_one(Log)
+        if reset:
+            log.clear()
+        log.write_lines(lines)
+
+

@@ -1,0 +1,49 @@
+"""A plotext plot inside a Static: the live-data worker renders ANSI text at this widget's size."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.events import Resize
+from textual.widgets import Static
+
+from rc1.console.plotting import color_of
+
+
+# Short names for the per-dimension reward plot (its caption has one row for seven names).
+ABBREV = {"correctness": "corr", "reasoning": "reas", "grounding": "grnd", "clarity": "clty",
+          "conciseness": "conc", "format": "fmt", "clarification": "clrf"}
+
+
+class PlotPanel(Static):
+    """Shows one plot; its size is published to the App so the worker draws to fit."""
+
+    def __init__(self, title: str, **kw):
+        super().__init__(**kw)
+        self.plot_title = title
+        self.border_title = title
+
+    def on_resize(self, event: Resize) -> None:
+        size = self.content_region.size
+        self.app.set_plot_size(self.plot_title, size.width, size.height - 1)  # one row for the caption
+
+    def on_mount(self) -> None:
+        self.update(Text("no data yet", style="dim"))
+
+    def show(self, ansi: str, names: list[str], last: dict) -> None:
+        if not names:
+            self.update(Text("no data yet", style="dim"))
+            return
+        caption = Text(no_wrap=True, overflow="ellipsis")
+        for i, n in enumerate(names):
+            if i:
+                caption.append(" ")
+            caption.append("━", style=f"color({color_of(i)})")
+            short = n.split("/", 1)[1] if n.startswith("reward/") else n
+            value = last.get(n)
+            if len(names) > 2:
+                caption.append(ABBREV.get(short, short[:4]))  # many series: colours and short names only
+            else:
+                caption.append(f"{short}={value:.4g}" if isinstance(value, (int, float)) else short)
+        body = Text.from_ansi(ansi.rstrip("\n")) if ansi else Text("")
+        body.no_wrap = True
+        self.update(Text("\n").join([body, caption]) if ansi else caption)
