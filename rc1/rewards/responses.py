@@ -1,0 +1,161 @@
+"""Shadow-set responses to score: item selection, base-model generation, and the saved file.
+
+`data/shadow_responses_<tag>.jsonl` holds one line per (item, generation): the episode fields the
+reward reads and a sha256 of that line's content; `<file>.meta.json` says what produced it (model,
+shadow set sha256, seed, items). Both are registered artifacts. A later command reuses the file
+only when the meta matches what it asked for and the file still has its recorded sha256.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from rc1.config.schema import TrainConfig
+from rc1.rewards.reward import ScoredEpisode
+from rc1.runtime.atomic import atomic_output, atomic_write_json, canonical_json
+from rc1.runtime.errors import ConfigError
+from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json, verify_artifact
+from rc1.runtime.workspace import Workspace
+
+log = logging.getLogger("rc1.rewards.responses")
+EPISODE_FIELDS = ("item_id", "task", "final_answer", "turns", "tool_hops", "clarifications", "truncated",
+                  "model_text", "transcript")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+    return out
+
+
+def load_shadow_set(ws: Workspace, cfg: TrainConfig) -> tuple[list[dict], str, str]:
+    """(items, workspace-relative path, sha256) of the shadow eval set."""
+    p = ws.path(cfg.data.shadow_path)
+    if not p.exists():
+        raise ConfigError(f"shadow set {cfg.data.shadow_path} not found: build it with `rc1 data shadow-set`")
+    items = read_jsonl(p)
+    if not items:
+        raise ConfigError(f"shadow set {cfg.data.shadow_path} is empty")
+    return items, ws.rel(p), sha256_file(p)
+
+
+def select_items(items: list[dict], n: int, seed: int, stratify: bool) -> list[dict]:
+    """n items; stratified by (task, bucket) with proportional allocation (largest remainder), seeded."""
+    if n < 1:
+        raise ConfigError(f"--n must be >= 1 (got {n})")
+    if n >= len(items):
+        return list(items)
+    rng = random.Random(seed)
+    if not stratify:
+        return rng.sample(items, n)
+    strata: dict[tuple, list[dict]] = defaultdict(list)
+    for it in items:
+        strata[(it.get("task"), it.get("bucket"))].append(it)
+    keys = sorted(strata, key=str)
+    quotas = {k: n * len(strata[k]) / len(items) for k in keys}
+    alloc = {k: int(q) for k, q in quotas.items()}
+    for k in sorted(keys, key=lambda k: (-(quotas[k] - alloc[k]), str(k)))[: n - sum(alloc.values())]:
+        alloc[k] += 1
+    picked = []
+    for k in keys:
+        picked += rng.sample(strata[k], alloc[k])
+    order = {id(it): i for i, it in enumerate(items)}
+    return sorted(picked, key=lambda it: order[id(it)])
+
+
+def _episode_dict(ep) -> dict:
+    return {k: getattr(ep, k) for k in EPISODE_FIELDS}
+
+
+def generate_responses(cfg: TrainConfig, items: list[dict], *, generations: int, seed: int) -> list[dict]:
+    """Run the base model (cfg.model.base) through the episode environment on `items`."""
+    from rc1.envs.rollout import generate_episodes
+    from rc1.models.loader import load_model
+    from rc1.runtime.device import dtype_for, get_device
+
+    device = get_device(cfg.run.device_pref)
+    dtype = dtype_for(device, cfg.run.mixed_precision)
+    if cfg.run.threads and getattr(device, "type", str(device)) == "cpu":
+        import torch
+
+        torch.set_num_threads(cfg.run.threads)
+    model, tokenizer = load_model(cfg, device=device, dtype=dtype, for_training=False)
+    t0 = time.time()
+    episodes = generate_episodes(model, tokenizer, items, num_generations=generations,
+                                 max_new_tokens=cfg.model.max_new_tokens, temperature=cfg.model.temperature,
+                                 top_p=cfg.model.top_p, seed=seed)
+    log.info("generated %d episodes in %.1fs", len(episodes), time.time() - t0)
+    if len(episodes) != len(items) * generations:
+        raise RuntimeError(f"generate_episodes returned {len(episodes)} episodes for {len(items)} items x {generations}")
+    return [_episode_dict(ep) for ep in episodes]
+
+
+def responses_path(tag: str) -> str:
+    return f"data/shadow_responses_{tag}.jsonl"
+
+
+def obtain_responses(ws: Workspace, cfg: TrainConfig, *, n: int, seed: int, stratify: bool, tag: str,
+                     generations: int = 1, regenerate: bool = False) -> tuple[list[dict], list[dict], dict]:
+    """(items, response rows, meta): reuse data/shadow_responses_<tag>.jsonl when it matches, else generate."""
+    shadow, shadow_rel, shadow_sha = load_shadow_set(ws, cfg)
+    items = select_items(shadow, n, seed, stratify)
+    want = {"model_base": cfg.model.base, "shadow_set": shadow_rel, "shadow_set_sha256": shadow_sha, "seed": seed,
+            "stratify": stratify, "n": len(items), "generations": generations,
+            "max_new_tokens": cfg.model.max_new_tokens, "temperature": cfg.model.temperature,
+            "item_ids": [it["id"] for it in items]}
+    rel = responses_path(tag)
+    path, meta_path = ws.path(rel), ws.path(rel + ".meta.json")
+    if not regenerate and path.exists() and meta_path.exists() and verify_artifact(ws, path):
+        meta = json.loads(meta_path.read_text())
+        if {k: meta.get(k) for k in want} == want and meta.get("sha256") == sha256_file(path):
+            rows = read_jsonl(path)
+            log.info("reusing %s (%d responses)", rel, len(rows))
+            return items, rows, meta
+    episodes = generate_responses(cfg, items, generations=generations, seed=seed)
+    rows = []
+    for i, ep in enumerate(episodes):
+        item = items[i // generations]
+        row = {"item_id": item["id"], "gen": i % generations, "item_sha256": sha256_json(item), "episode": ep}
+        row["sha256"] = sha256_json(row)
+        rows.append(row)
+    with atomic_output(path) as fh:
+        for row in rows:
+            fh.write(canonical_json(row) + "\n")
+    digest = register_artifact(ws, path, "shadow_responses", tag=tag, model=cfg.model.base, n=len(rows)).sha256
+    meta = {**want, "sha256": digest, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    atomic_write_json(meta_path, meta)
+    register_artifact(ws, meta_path, "shadow_responses_meta", tag=tag)
+    return items, rows, meta
+
+
+def load_responses_file(ws: Workspace, rel: str) -> list[dict]:
+    p = ws.path(rel)
+    if not p.exists():
+        raise ConfigError(f"responses file {rel} not found: run `rc1 reward shadow-run` first or pass --responses")
+    rows = read_jsonl(p)
+    bad = [r.get("item_id") for r in rows if r.get("sha256") != sha256_json({k: v for k, v in r.items() if k != "sha256"})]
+    if bad:
+        raise ConfigError(f"{rel}: {len(bad)} response line(s) do not match their sha256 (first: {bad[0]})")
+    return rows
+
+
+def pair_rows(items_by_id: dict[str, dict], rows: list[dict]) -> list[tuple[dict, ScoredEpisode]]:
+    out = []
+    for r in rows:
+        item = items_by_id.get(r["item_id"])
+        if item is None:
+            raise ConfigError(f"response for item {r['item_id']!r} has no item in the shadow set")
+        out.append((item, ScoredEpisode.from_dict(r["episode"])))
+    return out

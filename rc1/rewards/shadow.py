@@ -1,0 +1,101 @@
+"""Shadow run: the old reward vs the new one on base-model responses to the shadow set.
+
+old = `RewardModel.legacy()` (seven dimensions, equal weights, no penalty, no bonus)
+new = `RewardModel.from_config(cfg)` (configs/weights.json + over-clarification penalty + difficulty bonus)
+
+Report (reports/shadow_run_<tag>.json): spearman and kendall_tau between old and new scores,
+top10_overlap / top20_overlap (share of the top 10 % / 20 % by old also in the top by new),
+corr_to_success_old / _new (Pearson, i.e. point-biserial, with verifier success),
+corr_improve_pct = (new - old) / |old| * 100, plus the sha256 of every input so the round 2 gate
+can tell that the report was made from the current shadow set, responses, weights and penalty.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from rc1.config.schema import TrainConfig
+from rc1.rewards.responses import obtain_responses, pair_rows, responses_path
+from rc1.rewards.reward import RewardModel
+from rc1.runtime.atomic import atomic_write_json
+from rc1.runtime.fingerprint import register_artifact, sha256_file
+from rc1.runtime.workspace import Workspace
+
+
+def top_overlap(a: np.ndarray, b: np.ndarray, frac: float) -> float:
+    """|top-k(a) ∩ top-k(b)| / k with k = ceil(frac * n); ties broken by position (stable)."""
+    k = max(1, math.ceil(frac * len(a)))
+    ta = set(np.argsort(-a, kind="stable")[:k].tolist())
+    tb = set(np.argsort(-b, kind="stable")[:k].tolist())
+    return len(ta & tb) / k
+
+
+def _corr(x: np.ndarray, y: np.ndarray) -> float:
+    if len(x) < 2 or np.std(x) == 0 or np.std(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def compare(old: np.ndarray, new: np.ndarray, success: np.ndarray) -> dict:
+    from scipy import stats
+
+    rho = stats.spearmanr(old, new).statistic if len(old) > 1 else float("nan")
+    tau = stats.kendalltau(old, new).statistic if len(old) > 1 else float("nan")
+    c_old, c_new = _corr(old, success), _corr(new, success)
+    improve = (c_new - c_old) / abs(c_old) * 100 if c_old and not math.isnan(c_old) else float("nan")
+    return {"spearman": float(rho), "kendall_tau": float(tau), "top10_overlap": top_overlap(old, new, 0.10),
+            "top20_overlap": top_overlap(old, new, 0.20), "corr_to_success_old": c_old,
+            "corr_to_success_new": c_new, "corr_improve_pct": float(improve)}
+
+
+def penalty_settings(cfg: TrainConfig) -> dict:
+    return {"use_overclar_penalty": cfg.use_overclar_penalty, "alpha": cfg.reward.overclar.alpha,
+            "cap": cfg.reward.overclar.cap, "difficulty_beta": cfg.reward.difficulty_beta}
+
+
+def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 20250820, stratify: bool = True,
+               tag: str = "pre_run_check", regenerate: bool = False) -> dict:
+    new_model = RewardModel.from_config(cfg, ws)
+    old_model = RewardModel.legacy()
+    items, rows, meta = obtain_responses(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate)
+    pairs = pair_rows({it["id"]: it for it in items}, rows)
+    t0 = time.perf_counter()
+    old_b = [old_model.score(it, ep) for it, ep in pairs]
+    new_b = [new_model.score(it, ep) for it, ep in pairs]
+    score_s = time.perf_counter() - t0
+    old = np.array([b.total for b in old_b])
+    new = np.array([b.total for b in new_b])
+    success = np.array([float(b.success) for b in new_b])
+    metrics = compare(old, new, success)
+    by_task = {}
+    for task in sorted({it["task"] for it, _ in pairs}):
+        idx = np.array([it["task"] == task for it, _ in pairs])
+        by_task[task] = {"n": int(idx.sum()), "success": float(success[idx].mean()),
+                         "old_mean": float(old[idx].mean()), "new_mean": float(new[idx].mean())}
+    weights_path = cfg.reward.weights
+    report = {
+        "tag": tag, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "n": len(pairs),
+        "n_items": len(items), "seed": seed, "stratify": stratify, **metrics,
+        "success_rate": float(success.mean()) if len(success) else float("nan"),
+        "overclar_rate": _overclar_rate(pairs),
+        "old_reward": {"name": "legacy: 7 dims, equal weights, no penalty, no bonus", "mean": float(old.mean())},
+        "new_reward": {"name": "weights file + overclar penalty + difficulty bonus", "mean": float(new.mean()),
+                       "weights": new_model.weights, **penalty_settings(cfg)},
+        "by_task": by_task, "score_seconds": score_s, "model_base": cfg.model.base,
+        "inputs": {"shadow_set": meta["shadow_set"], "shadow_set_sha256": meta["shadow_set_sha256"],
+                   "responses": responses_path(tag), "responses_sha256": meta["sha256"],
+                   "weights": weights_path, "weights_sha256": sha256_file(ws.path(weights_path))},
+    }
+    out = f"reports/shadow_run_{tag}.json"
+    atomic_write_json(ws.path(out), report)
+    register_artifact(ws, out, "shadow_run", tag=tag)
+    report["report_path"] = out
+    return report
+
+
+def _overclar_rate(pairs) -> float:
+    no_need = [ep for it, ep in pairs if not it.get("needs_clarification")]
+    return sum(ep.clarifications > 0 for ep in no_need) / len(no_need) if no_need else 0.0
