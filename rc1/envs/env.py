@@ -95,6 +95,7 @@ class EpisodeState:
     mask: list[int] = field(default_factory=list)
     transcript: list[dict] = field(default_factory=list)
     model_texts: list[str] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
     prompt_len: int = 0
     turns: int = 0
     tool_hops: int = 0
@@ -120,13 +121,18 @@ class EpisodeState:
             return max_new_tokens
         return max(0, min(max_new_tokens, self.max_length - len(self.ids)))
 
-    def add_model_turn(self, generated: list[int], hit_limit: bool) -> None:
-        """Append one model turn (token ids as generated) and the environment's answer to it."""
+    def add_model_turn(self, generated: list[int], hit_limit: bool, logprobs: list[float] | None = None) -> None:
+        """Append one model turn (token ids as generated, with their log-probabilities if known)
+        and the environment's answer to it."""
         if self.done:
             raise RuntimeError("episode already finished")
         cut = next((i for i, t in enumerate(generated) if t in self.fmt.eos_ids), None)
         if cut is not None:
             generated, hit_limit = generated[:cut + 1], False
+        if logprobs is not None:
+            if len(logprobs) < len(generated):
+                raise ValueError("fewer logprobs than generated tokens")
+            self.logprobs += [float(x) for x in logprobs[:len(generated)]]
         self.ids += generated
         self.mask += [1] * len(generated)
         self.turns += 1
@@ -177,4 +183,5 @@ class EpisodeState:
             final_answer=self.final_answer, turns=self.turns, tool_hops=self.tool_hops,
             clarifications=self.clarifications, truncated=self.truncated,
             model_text="\n\n".join(self.model_texts), transcript=list(self.transcript),
-            input_ids=list(self.ids), action_mask=list(self.mask), prompt_len=self.prompt_len)
+            input_ids=list(self.ids), action_mask=list(self.mask), prompt_len=self.prompt_len,
+            logprobs=list(self.logprobs) if len(self.logprobs) == sum(self.mask) else [])

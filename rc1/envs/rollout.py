@@ -8,6 +8,9 @@ end-of-turn token, at `max_new_tokens`, or (with `stop_at_action`) at the newlin
 first action line, like a ReAct stop sequence — so it cannot hallucinate the tool's result.
 Finished rows leave the batch (their KV cache rows are dropped).
 
+Each generated token's log-probability under softmax(logits / temperature) (temperature 1 when
+greedy) is kept in `Episode.logprobs`, aligned with the positions where `action_mask` is 1.
+
 Randomness: `generator` (used and advanced as is) or a fresh one seeded with `seed`; with
 neither, torch's global RNG. Same items + same generator state + same model = same episodes.
 """
@@ -36,11 +39,14 @@ def _eos_ids(model, tokenizer) -> list[int]:
 
 
 def _sample(logits, *, greedy: bool, temperature: float, top_p: float, generator):
+    """(next token per row, its log-probability under softmax(logits / temperature); temperature 1 when greedy)."""
     import torch
 
     if greedy:
-        return logits.argmax(-1)
+        nxt = logits.argmax(-1)
+        return nxt, torch.log_softmax(logits, dim=-1).gather(-1, nxt[:, None]).squeeze(-1)
     logits = logits / temperature
+    logp = torch.log_softmax(logits, dim=-1)
     if top_p < 1.0:
         sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
         probs = torch.softmax(sorted_logits, dim=-1)
@@ -52,9 +58,11 @@ def _sample(logits, *, greedy: bool, temperature: float, top_p: float, generator
     if generator is not None and probs.device != generator.device:
         from rc1.runtime.device import to_device
 
-        return to_device(torch.multinomial(to_device(probs, generator.device), 1, generator=generator).squeeze(-1),
-                         logits.device)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        nxt = to_device(torch.multinomial(to_device(probs, generator.device), 1, generator=generator).squeeze(-1),
+                        logits.device)
+    else:
+        nxt = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return nxt, logp.gather(-1, nxt[:, None]).squeeze(-1)
 
 
 def _select_rows(cache, keep) -> None:
@@ -67,8 +75,8 @@ def _select_rows(cache, keep) -> None:
 
 def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, max_new_tokens: Sequence[int],
                  greedy: bool, temperature: float, top_p: float, generator, stop_at_action: bool,
-                 ) -> tuple[list[list[int]], list[bool]]:
-    """Generate for left-padded `prompts`; returns (generated ids per row, hit_limit per row)."""
+                 ) -> tuple[list[list[int]], list[list[float]], list[bool]]:
+    """Generate for left-padded `prompts`; returns (ids, their log-probabilities, hit_limit) per row."""
     import torch
     from transformers import DynamicCache
 
@@ -87,17 +95,19 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
     out = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True,
                 logits_to_keep=1)
     generated: list[list[int]] = [[] for _ in range(n)]
+    logprobs: list[list[float]] = [[] for _ in range(n)]
     hit_limit = [False] * n
     rows = list(range(n))  # original index of each live batch row
     newline_cache: dict[int, bool] = {}
     step = 0
     while rows:
-        nxt = _sample(out.logits[:, -1, :].float(), greedy=greedy, temperature=temperature, top_p=top_p,
+        nxt, nxt_logp = _sample(out.logits[:, -1, :].float(), greedy=greedy, temperature=temperature, top_p=top_p,
                       generator=generator)
         step += 1
         keep = []
-        for j, (r, tok) in enumerate(zip(rows, nxt.tolist())):
+        for j, (r, tok, lp) in enumerate(zip(rows, nxt.tolist(), nxt_logp.tolist())):
             generated[r].append(tok)
+            logprobs[r].append(lp)
             if tok in fmt.eos_ids:
                 continue
             if stop_at_action:
@@ -121,7 +131,7 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
         pos = pos[:, -1:] + 1
         out = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache,
                     use_cache=True)
-    return generated, hit_limit
+    return generated, logprobs, hit_limit
 
 
 def generate_episodes(model, tokenizer, items: list[dict], *, num_generations: int = 1, max_turns: int | None = None,
@@ -160,12 +170,12 @@ def generate_episodes(model, tokenizer, items: list[dict], *, num_generations: i
                     break
                 for start in range(0, len(active), batch_size):
                     chunk = active[start:start + batch_size]
-                    gen, hit = decode_batch(model, fmt, [s.ids for s in chunk],
+                    gen, logp, hit = decode_batch(model, fmt, [s.ids for s in chunk],
                                             max_new_tokens=[s.room_for(max_new_tokens) for s in chunk],
                                             greedy=greedy, temperature=temperature, top_p=top_p,
                                             generator=generator, stop_at_action=stop_at_action)
-                    for s, g, h in zip(chunk, gen, hit):
-                        s.add_model_turn(g, h)
+                    for s, g, lp, h in zip(chunk, gen, logp, hit):
+                        s.add_model_turn(g, h, logprobs=lp)
     finally:
         model.train(was_training)
     return [s.to_episode() for s in states]

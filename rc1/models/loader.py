@@ -251,8 +251,9 @@ def load_model(cfg: "TrainConfig", *, device, dtype=None, for_training: bool = F
             log.warning("LoRA: trimmed %s from the target table to fit max_trainable_params=%s (%d params on %s)",
                         plan.trimmed, cfg.model.lora.max_trainable_params, plan.trainable_params, plan.targets)
         if quantized:
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=cfg.model.gradient_checkpointing,
-                                                    gradient_checkpointing_kwargs={"use_reentrant": False})
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+            if cfg.model.gradient_checkpointing:
+                _enable_checkpointing(model)
         lcfg = LoraConfig(r=cfg.model.lora.r, lora_alpha=cfg.model.lora.alpha, lora_dropout=cfg.model.lora.dropout,
                           target_modules=plan.targets, bias="none", task_type="CAUSAL_LM")
         model = get_peft_model(model, lcfg)
@@ -265,12 +266,20 @@ def load_model(cfg: "TrainConfig", *, device, dtype=None, for_training: bool = F
         for p in model.parameters():
             p.requires_grad_(True)
     if cfg.model.gradient_checkpointing and not quantized:
-        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-        enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        _enable_checkpointing(model)
         if method == "lora":
             model.enable_input_require_grads()
     model.train()
     return model, tokenizer
+
+
+def _enable_checkpointing(model) -> None:
+    """Gradient (activation) checkpointing, non-reentrant (works with frozen bases and LoRA)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if hasattr(base, "activation_checkpointing_enable"):  # transformers >= 5.x name
+        base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def trainable_parameters(model) -> int:
