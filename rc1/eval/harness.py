@@ -142,24 +142,25 @@ def resolve_checkpoint(ws: Workspace, cfg: "TrainConfig", spec: str) -> Path:
 
 
 def checkpoint_config(cfg: "TrainConfig", ckpt: Path) -> "TrainConfig":
-    """The config the checkpoint was trained with (its model/finetune sections define the weights' layout)."""
+    """The config the checkpoint was trained with: its model/finetune sections define the weights' layout."""
     from pydantic import ValidationError
 
     from rc1.config.schema import TrainConfig
     from rc1.runtime.checkpoint import META_CONFIG, read_meta
 
     saved = read_meta(ckpt).get(META_CONFIG)
-    if not isinstance(saved, dict):
+    if not isinstance(saved, dict) or not isinstance(saved.get("model"), dict):
         return cfg
-    try:
-        ccfg = TrainConfig.model_validate(saved)
-    except ValidationError:
-        log.warning("%s: saved config does not validate against the current schema; using the current config", ckpt)
-        return cfg
-    if ccfg.model.base != cfg.model.base:
-        raise ConfigError(f"checkpoint {ckpt.name} was trained from {ccfg.model.base!r}, "
+    saved_base = saved["model"].get("base")
+    if saved_base != cfg.model.base:
+        raise ConfigError(f"checkpoint {ckpt.name} was trained from {saved_base!r}, "
                           f"but model.base is {cfg.model.base!r}; evaluate it with the config it was trained with")
-    return ccfg
+    try:
+        return TrainConfig.model_validate(saved)
+    except ValidationError:  # a dump without the keys the trainer leaves out: take only what shapes the weights
+        merged = {**cfg.model_dump(mode="json"), "model": saved["model"],
+                  "finetune": saved.get("finetune", cfg.finetune.model_dump(mode="json"))}
+        return TrainConfig.model_validate(merged)
 
 
 def load_checkpoint_model(cfg: "TrainConfig", ckpt: Path, device, dtype):
@@ -189,8 +190,9 @@ def load_checkpoint_model(cfg: "TrainConfig", ckpt: Path, device, dtype):
             named[n].copy_(to_device(t, named[n].device).to(named[n].dtype))
     if is_adapter and hasattr(model, "merge_and_unload") and ccfg.finetune.method != "qlora":
         model = model.merge_and_unload()
-    if hasattr(model, "gradient_checkpointing_disable"):
-        model.gradient_checkpointing_disable()  # harmless when it was off; generation needs the cache
+    disable = getattr(model, "activation_checkpointing_disable", None) or getattr(model, "gradient_checkpointing_disable", None)
+    if disable is not None:
+        disable()  # harmless when it was off; generation needs the KV cache
     model.config.use_cache = True
     model.eval()
     log.info("eval: loaded %s (%d tensors from %s)", ckpt, len(weights), files[0])

@@ -1,0 +1,408 @@
+"""The RC1 report: `reports/rc1/rc1_report.md` with PNG plots and a reproducibility manifest.
+
+Every number in the markdown is read from a JSON report (the newest verified ppo_eval report,
+reports/metrics.jsonl, reports/scale/*.json, the pipeline timings) and formatted here, never
+retyped. Plots (matplotlib, Agg backend) go beside the markdown in reports/rc1/plots/:
+  training_curves.png   loss, reward and KL per step (reports/metrics.jsonl)
+  bucket_success.png    held-out success by bucket/task, base vs trained, 95 % CI error bars
+  reward_dims.png       reward/<dimension> per step
+The manifest table lists the sha256 of the data files, weights file, configs, base model,
+checkpoint, eval report and the code commit (rc1.runtime.provenance).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rc1.config.schema import BUCKETS, REWARD_DIMENSIONS, TASKS
+from rc1.runtime.atomic import atomic_write_text
+from rc1.runtime.errors import ConfigError
+from rc1.runtime.fingerprint import read_sidecar, register_artifact, sha256_file, sha256_tree
+from rc1.runtime.workspace import Workspace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rc1.config.schema import TrainConfig
+
+log = logging.getLogger("rc1.eval")
+
+REPORT_MD = "reports/rc1/rc1_report.md"
+PLOTS_DIR = "reports/rc1/plots"
+SCALE_DIR = "reports/scale"
+TIMINGS = "reports/rc1/pipeline_timings.json"
+
+
+# ----------------------------------------------------------------------------- formatting (one place)
+def fmt_pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def fmt_rate_ci(part: dict | None) -> str:
+    if not part or part.get("rate") is None:
+        return "n/a"
+    lo, hi = part["ci95"]
+    return f"{fmt_pct(part['rate'])} [{fmt_pct(lo)}, {fmt_pct(hi)}]"
+
+
+def fmt_pp(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.1f} pp"
+
+
+def fmt_pp_ci(ci: list | None) -> str:
+    return "n/a" if not ci else f"[{ci[0]:+.1f}, {ci[1]:+.1f}]"
+
+
+def fmt_num(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+# ----------------------------------------------------------------------------- inputs
+def load_eval_report(ws: Workspace) -> tuple[Path, dict]:
+    """The newest ppo_eval report whose sha256 sidecar verifies (a tampered one is refused)."""
+    from rc1.eval.harness import latest_report
+
+    path = latest_report(ws)
+    if path is None:
+        raise ConfigError("no reports/ppo_eval_*.json: run `rc1 eval --config ...` before `rc1 report`")
+    side = read_sidecar(path)
+    if side is None or side != sha256_file(path):
+        raise ConfigError(f"{ws.rel(path)}: sha256 sidecar missing or not matching; refusing to report from it")
+    return path, json.loads(path.read_text())
+
+
+def _read_metrics(ws: Workspace) -> list[dict]:
+    from rc1.runtime.metrics import read_metrics
+
+    if not ws.metrics_path.exists():
+        return []
+    rows, _bad = read_metrics(ws.metrics_path)
+    return [r for r in rows if isinstance(r.get("step"), (int, float))]
+
+
+def _series(rows: list[dict], key: str) -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+    for r in rows:
+        v = r.get(key)
+        if isinstance(v, (int, float)) and v == v:
+            xs.append(r["step"])
+            ys.append(float(v))
+    return xs, ys
+
+
+# ----------------------------------------------------------------------------- plots
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_training_curves(rows: list[dict], out: Path) -> bool:
+    keys = [k for k in ("loss", "reward", "kl") if _series(rows, k)[0]]
+    if not keys:
+        return False
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.2), squeeze=False)
+    for ax, k in zip(axes[0], keys):
+        xs, ys = _series(rows, k)
+        ax.plot(xs, ys, lw=1.2)
+        ax.set_title(k)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def plot_reward_dims(rows: list[dict], out: Path) -> bool:
+    dims = [d for d in REWARD_DIMENSIONS if _series(rows, f"reward/{d}")[0]]
+    if not dims:
+        return False
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for d in dims:
+        xs, ys = _series(rows, f"reward/{d}")
+        ax.plot(xs, ys, lw=1.2, label=d)
+    ax.set_xlabel("step")
+    ax.set_ylabel("mean dimension score")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _groups(summary: dict) -> list[tuple[str, dict]]:
+    out = [("overall", summary["success"])]
+    out += [(b, summary["by_bucket"][b]) for b in BUCKETS if b in summary["by_bucket"]]
+    out += [(t, summary["by_task"][t]) for t in TASKS if t in summary["by_task"]]
+    out += [("hard hq+sq", summary["hard_hq_sq"]), ("needs clar.", summary["needs_clar_success"])]
+    return out
+
+
+def plot_bucket_success(held: dict, out: Path) -> bool:
+    plt = _plt()
+    import numpy as np
+
+    base = _groups(held["base"])
+    trained = _groups(held["trained"]) if held.get("trained") else None
+    labels = [g for g, _ in base]
+    x = np.arange(len(labels))
+    width = 0.38 if trained else 0.6
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels)), 3.8))
+    series = [("base", base, -width / 2 if trained else 0)]
+    if trained:
+        series.append(("trained", trained, width / 2))
+    for name, groups, off in series:
+        vals = [100 * (p["rate"] or 0) if p["n"] else 0 for _, p in groups]
+        err = [[max(0.0, 100 * ((p["rate"] or 0) - p["ci95"][0])) if p["ci95"] else 0 for _, p in groups],
+               [max(0.0, 100 * (p["ci95"][1] - (p["rate"] or 0))) if p["ci95"] else 0 for _, p in groups]]
+        ax.bar(x + off, vals, width, yerr=err, capsize=3, label=name)
+    ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("success % (95% CI)")
+    ax.set_title("held-out success, base vs trained")
+    ax.set_ylim(0, 100)
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
+# ----------------------------------------------------------------------------- manifest
+def _sha_row(ws: Workspace, kind: str, rel: str | None) -> tuple[str, str, str] | None:
+    if not rel:
+        return None
+    p = ws.path(rel)
+    if not p.exists():
+        return (kind, ws.rel(p), "missing")
+    return (kind, ws.rel(p), sha256_tree(p) if p.is_dir() else sha256_file(p))
+
+
+def manifest_rows(ws: Workspace, cfg: "TrainConfig", config_path: str | None, eval_path: Path, rep: dict) -> list[tuple[str, str, str]]:
+    from rc1.runtime.provenance import git_commit, git_root
+
+    rows: list[tuple[str, str, str] | None] = []
+    seen: set[str] = set()
+    for kind, rel in (("data: shadow eval set", cfg.data.shadow_path), ("data: eval_min", cfg.data.eval_path),
+                      ("data: train_min", cfg.data.train_path), ("data: seed pool (balanced)", cfg.seed_pool),
+                      ("data: seed pool (raw)", cfg.pool.out), ("data: sample manifest", "reports/rc1/sample_manifest.json"),
+                      ("report: difficulty", "reports/rc1/difficulty_report.json"),
+                      ("weights", cfg.reward.weights), ("config: run", config_path), ("config: gates", cfg.gates)):
+        if rel and rel not in seen and ws.path(rel).exists():
+            seen.add(rel)
+            rows.append(_sha_row(ws, kind, rel))
+    for p in sorted(ws.path("data/rollouts").glob("rc1_scale_*.jsonl")) if ws.path("data/rollouts").exists() else []:
+        rows.append(_sha_row(ws, f"data: expansion {p.stem}", ws.rel(p)))
+    try:
+        from rc1.models.loader import resolve_base
+
+        base_dir = resolve_base(cfg.model.base, cfg.model.revision)
+        rows.append((f"model: base {cfg.model.base}", str(base_dir.name), sha256_tree(base_dir)))
+    except Exception as exc:  # noqa: BLE001 - the report still builds; the row says why
+        rows.append((f"model: base {cfg.model.base}", "-", f"unavailable ({exc.__class__.__name__})"))
+    ck = rep.get("checkpoint")
+    if ck:
+        rows.append(("checkpoint (manifest.json)", f"{ck['path']}/manifest.json", ck["manifest_sha256"]))
+    from rc1.eval.harness import best_index
+
+    bests = best_index(ws, rep.get("run_dir") or cfg.checkpoint_dir)
+    if bests:
+        b = bests[-1]
+        rows.append((f"best checkpoint ({b.get('metric')} {fmt_num(b.get('value'), 4)})", f"{b['path']}/manifest.json",
+                     b.get("manifest_sha256", "")))
+    rows.append(("eval report", ws.rel(eval_path), sha256_file(eval_path)))
+    root = git_root(ws.root)
+    rows.append(("code commit", "git HEAD", git_commit(root) if root else git_commit()))
+    return [r for r in rows if r]
+
+
+# ----------------------------------------------------------------------------- markdown
+def _success_table(held: dict) -> list[str]:
+    base, trained, delta = held["base"], held.get("trained"), held.get("delta")
+    lines = ["| group | n | base success [95% CI] | trained success [95% CI] | delta | delta 95% CI (paired bootstrap) |",
+             "|---|---|---|---|---|---|"]
+
+    def row(label: str, b: dict, t: dict | None, d: dict | None) -> str:
+        return (f"| {label} | {b['n']} | {fmt_rate_ci(b)} | {fmt_rate_ci(t) if t else 'n/a'} | "
+                f"{fmt_pp(d['delta_pp']) if d else 'n/a'} | {fmt_pp_ci(d['ci95_pp']) if d else 'n/a'} |")
+
+    lines.append(row("overall", base["success"], trained and trained["success"], delta and delta["success"]))
+    for b in BUCKETS:
+        if b in base["by_bucket"]:
+            lines.append(row(f"bucket {b}", base["by_bucket"][b], trained and trained["by_bucket"].get(b),
+                             delta and delta["by_bucket"].get(b)))
+    for t in TASKS:
+        if t in base["by_task"]:
+            lines.append(row(f"task {t}", base["by_task"][t], trained and trained["by_task"].get(t),
+                             delta and delta["by_task"].get(t)))
+    lines.append(row("hard bucket, hotpotqa+strategyqa", base["hard_hq_sq"], trained and trained["hard_hq_sq"],
+                     delta and delta["hard_hq_sq"]))
+    lines.append(row("needs clarification", base["needs_clar_success"], trained and trained["needs_clar_success"],
+                     delta and delta["needs_clar_success"]))
+    return lines
+
+
+def _behaviour_table(held: dict) -> list[str]:
+    base, trained = held["base"], held.get("trained")
+    delta = held.get("delta") or {}
+    lines = ["| metric | base | trained | change |", "|---|---|---|---|"]
+    oc = delta.get("overclar") or {}
+    rel = oc.get("rel_reduction")
+    lines.append(f"| over-clarification rate [95% CI] | {fmt_rate_ci(base['overclar'])} | "
+                 f"{fmt_rate_ci(trained['overclar']) if trained else 'n/a'} | "
+                 f"{'n/a' if rel is None else format(100 * rel, '.1f') + '% relative reduction'} |")
+    for key, label in (("avg_turns", "average turns"), ("avg_tool_hops", "average tool hops")):
+        change = (delta.get(key) or {}).get("delta")
+        change_txt = "n/a" if change is None else f"{change:+.3f}"
+        lines.append(f"| {label} | {fmt_num(base[key]['mean'])} | {fmt_num(trained[key]['mean']) if trained else 'n/a'} | "
+                     f"{change_txt} |")
+    lines.append(f"| truncated episodes | {fmt_rate_ci(base['truncated'])} | "
+                 f"{fmt_rate_ci(trained['truncated']) if trained else 'n/a'} | |")
+    return lines
+
+
+def _clarification_table(held: dict) -> list[str]:
+    lines = ["| task | model | asked | needed | precision [95% CI] | recall [95% CI] |", "|---|---|---|---|---|---|"]
+    for who in ("base", "trained"):
+        s = held.get(who)
+        if not s:
+            continue
+        for task, c in s["clarification"].items():
+            lines.append(f"| {task} | {who} | {c['asked']} | {c['needed']} | {fmt_rate_ci(c['precision'])} | "
+                         f"{fmt_rate_ci(c['recall'])} |")
+    return lines
+
+
+def _scale_section(ws: Workspace) -> list[str]:
+    d = ws.path(SCALE_DIR)
+    files = sorted(d.glob("*_after.json")) + sorted(d.glob("*_before.json")) if d.exists() else []
+    if not files:
+        return ["No scale-up stage has run yet (`rc1 scale run --stage scale_1000`)."]
+    lines = ["| report | stage | phase | passed | checks run | first failing check |", "|---|---|---|---|---|---|"]
+    for p in sorted(files):
+        try:
+            doc = json.loads(p.read_text())
+        except json.JSONDecodeError:
+            continue
+        checks = doc.get("checks", [])
+        failing = next((c for c in checks if c.get("status") == "fail"), None)
+        ran = sum(c.get("status") in ("pass", "fail") for c in checks)
+        lines.append(f"| {ws.rel(p)} | {doc.get('stage')} | {doc.get('phase')} | {doc.get('passed')} | {ran}/{len(checks)} | "
+                     f"{failing['name'] + ': ' + str(failing.get('detail', '')) if failing else '-'} |")
+    return lines
+
+
+def _timings_section(ws: Workspace) -> list[str]:
+    p = ws.path(TIMINGS)
+    if not p.exists():
+        return []
+    try:
+        doc = json.loads(p.read_text())
+    except json.JSONDecodeError:
+        return []
+    stages = doc.get("stages", doc) if isinstance(doc, dict) else {}
+    rows = [(k, v) for k, v in stages.items() if isinstance(v, (int, float))]
+    if not rows:
+        return []
+    return ["## Pipeline wall time", "", "| stage | seconds |", "|---|---|",
+            *[f"| {k} | {v:.1f} |" for k, v in rows], ""]
+
+
+def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path: str | None = None) -> Path:
+    """Write reports/rc1/rc1_report.md (+ plots) from the JSON reports; returns its path."""
+    from rc1.config.load import load_train_config
+    from rc1.config.schema import TrainConfig
+    from rc1.eval.harness import HELDOUT
+
+    eval_path, rep = load_eval_report(ws)
+    if cfg is None:
+        config_path = config_path or (rep.get("config") or {}).get("path")
+        cfg = load_train_config(config_path, ws) if config_path and ws.path(config_path).exists() else TrainConfig()
+    held_name = rep.get("heldout_set", HELDOUT)
+    held = rep["results"][held_name]
+    plots_dir = ws.path(PLOTS_DIR)
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    rows = _read_metrics(ws)
+    plots = {}
+    for name, fn, arg in (("training_curves", plot_training_curves, rows), ("bucket_success", plot_bucket_success, held),
+                          ("reward_dims", plot_reward_dims, rows)):
+        out = plots_dir / f"{name}.png"
+        if fn(arg, out):
+            register_artifact(ws, out, "rc1_report_plot")
+            plots[name] = out.relative_to(ws.path(REPORT_MD).parent).as_posix()
+
+    ck = rep.get("checkpoint") or {}
+    d = held.get("delta") or {}
+    s = d.get("success") or {}
+    lines = [f"# RC1 report", "",
+             f"Generated {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime())} from `{ws.rel(eval_path)}` "
+             f"(sha256 `{sha256_file(eval_path)[:16]}`), profile **{rep.get('profile')}**. "
+             "Every number below is read from the JSON reports named here.", ""]
+    if rep.get("profile") != "production":
+        lines += [f"> Profile `{rep.get('profile')}`: counts and steps are scaled down so the pipeline runs on a "
+                  "laptop CPU; the checks and their code are the production ones.", ""]
+    lines += ["## Held-out success: trained vs base", "",
+              f"Held-out set `{rep['sets'][held_name]['path']}` (n={rep['sets'][held_name]['n']}, "
+              f"sha256 `{rep['sets'][held_name]['sha256'][:16]}`); base model `{rep['model']['base']}`; "
+              f"checkpoint `{ck.get('path', 'none (base only)')}`" + (f" (step {ck.get('step')})" if ck else "")
+              + f"; greedy decoding, max_new_tokens {rep['generation']['max_new_tokens']}.", ""]
+    if s:
+        lines += [f"**Held-out success: base {fmt_rate_ci(held['base']['success'])} -> trained "
+                  f"{fmt_rate_ci(held['trained']['success'])}, delta {fmt_pp(s['delta_pp'])} "
+                  f"(95% CI {fmt_pp_ci(s['ci95_pp'])}).**", ""]
+    lines += _success_table(held) + [""]
+    if "bucket_success" in plots:
+        lines += [f"![success by bucket and task]({plots['bucket_success']})", ""]
+    lines += ["## Clarification behaviour and turns", ""] + _behaviour_table(held) + [""]
+    lines += ["### Clarification policy precision / recall", ""] + _clarification_table(held) + [""]
+    for other, res in rep["results"].items():
+        if other == held_name:
+            continue
+        lines += [f"## Secondary set: {other} (`{rep['sets'][other]['path']}`)", ""] + _success_table(res) + [""]
+    lines += ["## Training", ""]
+    if rows:
+        last = rows[-1]
+        lines += [f"{len(rows)} metric lines in `reports/metrics.jsonl`; last step {last.get('step')}: "
+                  f"loss {fmt_num(last.get('loss'), 4)}, reward {fmt_num(last.get('reward'), 4)}, kl {fmt_num(last.get('kl'), 4)}.", ""]
+    else:
+        lines += ["No `reports/metrics.jsonl` in this workspace (no training run recorded).", ""]
+    if "training_curves" in plots:
+        lines += [f"![training curves]({plots['training_curves']})", ""]
+    if "reward_dims" in plots:
+        lines += [f"![reward dimensions]({plots['reward_dims']})", ""]
+    best = rep.get("best") or {}
+    if best:
+        lines += [f"best/ ({best.get('metric')}): " + (f"updated to `{best['path']}`" if best.get("updated")
+                                                     else f"unchanged ({best.get('reason')})"), ""]
+    thr = rep.get("throughput") or {}
+    lines += ["## Eval throughput", "", "| model | episodes | seconds | episodes/s | cached |", "|---|---|---|---|---|"]
+    for who, t in thr.items():
+        if t:
+            lines.append(f"| {who} | {t['episodes']} | {fmt_num(t.get('seconds'), 1)} | {fmt_num(t.get('episodes_per_s'), 2)} | "
+                         f"{'yes' if t.get('cached') else 'no'} |")
+    lines += ["", "## Scale-up stages", ""] + _scale_section(ws) + [""]
+    lines += _timings_section(ws)
+    lines += ["## Reproducibility manifest", "", "| what | path | sha256 |", "|---|---|---|"]
+    lines += [f"| {k} | `{p}` | `{h}` |" for k, p, h in manifest_rows(ws, cfg, config_path, eval_path, rep)]
+    from rc1.runtime.provenance import versions
+
+    v = versions()
+    lines += ["", "Versions: " + ", ".join(f"{k} {v[k]}" for k in ("python", "torch", "transformers", "trl", "peft")
+                                            if k in v), ""]
+    out = ws.path(REPORT_MD)
+    atomic_write_text(out, "\n".join(lines) + "\n")
+    register_artifact(ws, out, "rc1_report", eval_report=ws.rel(eval_path))
+    return out
