@@ -196,17 +196,8 @@ class Rc1Console(App):
 
     # -- messages from workers -----------------------------------------------------------------
     def _screens_with(self, method: str) -> Iterable[Screen]:
-        seen = set()
-        for screen in [*self.screen_stack, *self._mode_screens()]:
-            if id(screen) not in seen and screen.is_mounted and hasattr(screen, method):
-                seen.add(id(screen))
-                yield screen
-
-    def _mode_screens(self) -> list[Screen]:
-        out = []
-        for stack in self._screen_stacks.values():
-            out += stack
-        return out
+        """Screens of the current mode that show this kind of update (others refresh on resume)."""
+        return [s for s in self.screen_stack if s.is_mounted and hasattr(s, method)]
 
     def on_workspace_loaded(self, message: WorkspaceLoaded) -> None:
         self.view = message.view
@@ -305,6 +296,10 @@ class Rc1Console(App):
                              lambda ok: ok and self.run_start("latest"))
 
     def action_stop(self) -> None:
+        status = self.trainer.status if self.trainer else None
+        if self.trainer is not None and not getattr(status, "alive", False):
+            self.notify("no trainer is running", severity="warning")
+            return
         if not self._busy():
             self.push_screen(ConfirmScreen("Stop the trainer?", "SIGTERM: it writes a checkpoint, then exits."),
                              lambda ok: ok and self.run_stop())

@@ -205,17 +205,23 @@ class MetricsFeed:
         tail_start = max(0, size - TAIL_BYTES)
         with open(self.path, "rb") as fh:
             step = max(1, tail_start // SAMPLE_LINES)
+            next_free = 0  # first byte not yet sampled: never take a line twice
             for off in range(0, tail_start, step):
+                off = max(off, next_free)
+                if off >= tail_start:
+                    break
                 fh.seek(off)
                 buf = fh.read(16384)
-                if off:
+                start = off
+                if off and not (off == next_free and next_free):
                     nl = buf.find(b"\n")
                     if nl < 0:
                         continue
-                    buf = buf[nl + 1:]
+                    buf, start = buf[nl + 1:], off + nl + 1
                 end = buf.find(b"\n")
-                if end < 0:
+                if end < 0 or start >= tail_start:
                     continue
+                next_free = start + end + 1
                 rec, ok = _parse(buf[:end])
                 if rec is not None:
                     store.add(rec)
