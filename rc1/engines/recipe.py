@@ -114,6 +114,7 @@ class TrainingRecipe:
         from rc1.strategies.base import strategy_class
 
         seed_items, other_items, self.data_info = load_training_items(ws, cfg)
+        self.sampler_sources = (seed_items, other_items)
         self.sampler = PrioritySampler.from_config(cfg, seed_items, other_items)
         if self.reward_model is None:
             from rc1.rewards.reward import RewardModel
@@ -137,6 +138,12 @@ class TrainingRecipe:
         from safetensors.torch import load_file
 
         meta = ckpt.read_meta(path)
+        if getattr(self.engine, "owns_checkpoints", False):  # TRL restores its own state from the directory
+            self.engine.load_checkpoint_dir(path, meta)
+            self.step = self.last_saved_step = int(meta[ckpt.META_STEP])
+            self.resumed_from = path
+            log.info("resuming from %s at step %d (engine %s)", self.ws.rel(path), self.step, self.cfg.engine.name)
+            return
         state = ckpt.torch_load(path / ckpt.TRAINER_STATE_FILE)
         engine_state = dict(state[ckpt.KEY_ENGINE])
         weights_file = meta[ckpt.META_WEIGHTS]
@@ -198,7 +205,7 @@ class TrainingRecipe:
 
     def finish(self) -> str:
         reason = self.stop_reason or ("completed" if self.step >= self.max_steps else "interrupted")
-        if self.last_saved_step != self.step:
+        if self.last_saved_step != self.step and not getattr(self.engine, "owns_checkpoints", False):
             self.save_checkpoint(reason=reason)
         for cb in self.callbacks:
             cb.on_train_end(self)

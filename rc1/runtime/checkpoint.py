@@ -110,7 +110,7 @@ def write_checkpoint(ws: Workspace, run_dir: str | os.PathLike, step: int,
                      keep_last: int | None = None) -> Path:
     """Write one checkpoint atomically and point `latest` at it.
 
-    `writers` maps a file name to a function that writes that file at the given path (weights,
+    `writers` maps a file name (a relative path; sub-directories allowed) to a function that writes that file at the given path (weights,
     trainer state...). Order: every file -> fsync -> manifest.json (sha256 of every file) ->
     rename the temp directory to step_XXXXX -> swap `latest` -> append reports/ckpt_manifest.jsonl
     -> prune to `keep_last` step directories (best/ is never touched).
@@ -129,9 +129,10 @@ def write_checkpoint(ws: Workspace, run_dir: str | os.PathLike, step: int,
                     "format_version": FORMAT_VERSION}
         all_writers[META_FILE] = lambda p: p.write_text(json.dumps(meta_doc, indent=2, default=str) + "\n")
         for fname, write in all_writers.items():
-            if fname == MANIFEST_FILE or "/" in fname:
+            if fname == MANIFEST_FILE or fname.startswith("/") or ".." in fname.split("/"):
                 raise ValueError(f"invalid checkpoint file name {fname!r}")
             target = tmp / fname
+            target.parent.mkdir(parents=True, exist_ok=True)
             write(target)
             _fsync_file(target)
             files[fname] = {"sha256": sha256_file(target), "bytes": target.stat().st_size}

@@ -52,22 +52,24 @@ def final_weights(ws: Workspace) -> dict:
     return load_file(str(f))
 
 
-@pytest.mark.parametrize("strategy,method,grad_accum,k", [
-    ("grpo", "full", 1, 2),
-    ("grpo", "lora", 2, 3),      # k inside a gradient-accumulation window, LoRA reference = adapters off
-    ("ppo", "full", 2, 1),       # value head + adaptive KL state, mid-window
-    ("dpo", "full", 1, 2),
-    ("rloo", "lora", 1, 1),
-    ("sft", "full", 2, 3),
+@pytest.mark.parametrize("engine,strategy,method,grad_accum,k", [
+    ("pure_pt", "grpo", "full", 1, 2),
+    ("pure_pt", "grpo", "lora", 2, 3),      # k inside a gradient-accumulation window, LoRA reference = adapters off
+    ("pure_pt", "ppo", "full", 2, 1),       # value head + adaptive KL state, mid-window
+    ("pure_pt", "dpo", "full", 1, 2),
+    ("pure_pt", "rloo", "lora", 1, 1),
+    ("pure_pt", "sft", "full", 2, 3),
+    ("trl", "grpo", "full", 1, 2),          # TRL's GRPOTrainer, resumed from an rc1 checkpoint
+    ("trl", "grpo", "lora", 2, 1),          # TRL steps are optimizer steps (accumulation inside one step)
 ])
-def test_resume_equals_uninterrupted(tmp_path, tiny_model_dir, strategy, method, grad_accum, k):
+def test_resume_equals_uninterrupted(tmp_path, tiny_model_dir, engine, strategy, method, grad_accum, k):
     total = 4
     a = Workspace(tmp_path / "a")
     b = Workspace(tmp_path / "b")
-    conf = make_workspace(a.root, tiny_model_dir, strategy=strategy, method=method, grad_accum=grad_accum,
-                          max_steps=total, save_steps=100)
-    make_workspace(b.root, tiny_model_dir, strategy=strategy, method=method, grad_accum=grad_accum,
-                   max_steps=total, save_steps=100)
+    opts = dict(engine=engine, strategy=strategy, method=method, grad_accum=grad_accum, max_steps=total,
+                save_steps=100)
+    conf = make_workspace(a.root, tiny_model_dir, **opts)
+    make_workspace(b.root, tiny_model_dir, **opts)
     run(a, conf)
     first = run(b, conf, stop_at=k)
     assert first.step == k and first.stop_reason == "operator"
