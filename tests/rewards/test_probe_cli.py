@@ -1,0 +1,88 @@
+"""`rc1 reward probe` / `assert-live` and the scorer gate, against the scripted fault server."""
+
+import json
+import sqlite3
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rc1.cli.main import app
+from rc1.config.load import load_train_config
+from rc1.config.schema import GatesConfig
+from rc1.gates import scorer as scorer_gate
+from rc1.gates.base import GateContext
+from rc1.runtime.workspace import Workspace
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch, fault_server):
+    monkeypatch.setenv("RC1_TEST_FAULT_KEY", "sk-test-fault-0123456789abcdef")
+    cfg = {"scorer": {"provider": "openai", "samples": 3, "concurrency": 2, "max_retries": 1, "timeout_s": 5,
+                      "providers": {"openai": {"base_url": fault_server.base_url, "model": "fault-model",
+                                               "api_key_env": "RC1_TEST_FAULT_KEY"}}}}
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "run.yaml").write_text(yaml.safe_dump(cfg))
+    return Workspace(tmp_path)
+
+
+def rc1(ws, *args):
+    return CliRunner().invoke(app, ["--workdir", str(ws.root), *args], catch_exceptions=False)
+
+
+def gate(ws, rnd="round1"):
+    cfg = load_train_config("configs/run.yaml", ws)
+    return scorer_gate.evaluate(GateContext(ws=ws, gates=GatesConfig(), round=rnd, config=cfg))
+
+
+def test_live_probe_then_cached_repeat_is_refused(ws, fault_server):
+    r = rc1(ws, "reward", "probe", "--n", "8", "--provider", "openai", "--live", "--seed", "11", "-c", "configs/run.yaml")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(ws.path("reports/scorer_probe.json").read_text())
+    assert rep["passed"] and rep["live_samples"] == 24 and rep["cache_samples"] == 0
+    assert rep["latency_p50_s"] > 0 and rep["billable_tokens"] == 24 * 41
+    assert ws.path("reports/scorer_probe.json.sha256").exists()
+    assert len(fault_server.requests) == 24
+    assert rc1(ws, "reward", "assert-live", "--cache-hit-lt", "0.90", "-c", "configs/run.yaml").exit_code == 0
+    res = gate(ws)
+    assert res.passed, [c for c in res.checks if not c.passed]
+    assert {e.path for e in res.evidence} == {"reports/scorer_probe.json", "reports/judge_stats.json"}
+
+    # The identical probe again: served from the cache -> probe refuses, assert-live refuses, gate fails.
+    r = rc1(ws, "reward", "probe", "--n", "8", "--provider", "openai", "--live", "--seed", "11", "-c", "configs/run.yaml")
+    assert r.exit_code == 3 and "cache" in r.output
+    assert len(fault_server.requests) == 24
+    r = rc1(ws, "reward", "assert-live", "--cache-hit-lt", "0.90", "-c", "configs/run.yaml")
+    assert r.exit_code == 3 and "cache hit rate 1.000" in r.output
+    failing = {c.name for c in gate(ws).checks if not c.passed}
+    assert "probe was live" in failing and "cache hit rate, last judge run" in failing
+
+
+def test_mock_scores_in_the_ledger_are_refused(ws):
+    assert rc1(ws, "reward", "probe", "--n", "2", "--seed", "5", "-c", "configs/run.yaml").exit_code == 0
+    db = sqlite3.connect(ws.path("reports/judge_cache.sqlite"))
+    db.execute("INSERT INTO ledger(ts, run_id, provider, model, provenance, status, score) "
+               "VALUES (1, 'other', 'openai', 'm', 'mock', 'ok', 0.9)")
+    db.commit()
+    db.close()
+    r = rc1(ws, "reward", "assert-live", "--cache-hit-lt", "0.95", "-c", "configs/run.yaml")
+    assert r.exit_code == 3 and "non-live source ['mock']" in r.output
+    assert any(c.name == "scores from mock/non-live sources" and not c.passed for c in gate(ws, "round2").checks)
+
+
+def test_no_probe_no_ledger_fails_the_gate(ws):
+    res = gate(ws)
+    assert not res.passed and all("not available" in c.detail for c in res.checks)
+    assert rc1(ws, "reward", "assert-live", "-c", "configs/run.yaml").exit_code == 3
+
+
+def test_missing_key_is_a_config_error_before_any_call(ws, fault_server, monkeypatch):
+    monkeypatch.delenv("RC1_TEST_FAULT_KEY")
+    r = CliRunner().invoke(app, ["--workdir", str(ws.root), "reward", "probe", "-c", "configs/run.yaml"])
+    assert r.exit_code == 2 and "RC1_TEST_FAULT_KEY" in r.output
+    assert fault_server.requests == []
+
+
+def test_local_provider_without_a_server_is_a_config_error(ws):
+    r = CliRunner().invoke(app, ["--workdir", str(ws.root), "reward", "probe", "--provider", "local"])
+    assert r.exit_code == 2 and "rc1 judge serve" in r.output

@@ -1,0 +1,141 @@
+"""Shadow run, its round 2 gate, calibration and the over-clarification ablation (CLI + core)."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from rc1.cli.main import app
+from rc1.config.schema import GatesConfig, ShadowRunGate, TrainConfig
+from rc1.gates import reward_weights, shadow_run as shadow_gate
+from rc1.gates.base import GateContext
+from rc1.rewards.calibrate import calibrate_arrays, fit_weights, project_capped_simplex
+
+SHADOW_FIELDS = ("spearman", "kendall_tau", "top10_overlap", "top20_overlap", "corr_to_success_old",
+                 "corr_to_success_new", "corr_improve_pct")
+
+
+def rc1(ws, *args):
+    return CliRunner().invoke(app, ["--workdir", str(ws.root), *args], catch_exceptions=False)
+
+
+def lenient_gates():
+    return GatesConfig(shadow_run=ShadowRunGate(spearman_min=-1, top10_overlap_min=0, corr_improve_pct_min=-1e9))
+
+
+def test_shadow_run_report_has_every_field_and_gate_checks_hashes(shadow_ws):
+    ws = shadow_ws.ws
+    r = rc1(ws, "reward", "shadow-run", "--n", "45", "--seed", "20250820", "--stratify", "--tag", "pre_run_check")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(ws.path("reports/shadow_run_pre_run_check.json").read_text())
+    for f in SHADOW_FIELDS:
+        assert isinstance(rep[f], float) and np.isfinite(rep[f]), f
+    assert rep["n"] == 45 and -1 <= rep["spearman"] <= 1 and 0 <= rep["top10_overlap"] <= 1
+    assert {t: v["n"] for t, v in rep["by_task"].items()} == {"gsm8k": 15, "hotpotqa": 15, "strategyqa": 15}
+    rows = ws.path("data/shadow_responses_pre_run_check.jsonl").read_text().splitlines()
+    assert len(rows) == 45 and all("sha256" in json.loads(x) for x in rows)
+    assert ws.path("data/shadow_responses_pre_run_check.jsonl.sha256").exists()
+
+    # Same request again reuses the saved responses (no new generation).
+    assert rc1(ws, "reward", "shadow-run", "--n", "45").exit_code == 0
+    assert shadow_ws.generate_calls == [45]
+
+    cfg = TrainConfig()
+    ctx = GateContext(ws=ws, gates=lenient_gates(), round="round2", config=cfg)
+    res = shadow_gate.evaluate(ctx)
+    assert res.passed, [c for c in res.checks if not c.passed]
+    assert {e.path for e in res.evidence} >= {"reports/shadow_run_pre_run_check.json", "configs/weights.json",
+                                              "data/shadow_eval_245.jsonl", "data/shadow_responses_pre_run_check.jsonl"}
+    # Production thresholds come from the gates config and are reported with the measured values.
+    prod = shadow_gate.evaluate(GateContext(ws=ws, gates=GatesConfig(), round="round2", config=cfg))
+    assert {c.threshold for c in prod.checks if c.name == "spearman(old, new)"} == {">= 0.75"}
+
+    # Weights changed after the shadow run -> the report is stale.
+    w = json.loads(ws.path("configs/weights.json").read_text())
+    w["weights"]["correctness"], w["weights"]["clarity"] = 0.44, 0.08
+    ws.path("configs/weights.json").write_text(json.dumps(w))
+    failing = [c.name for c in shadow_gate.evaluate(ctx).checks if not c.passed]
+    assert failing == ["weights unchanged since the shadow run"]
+    # A different penalty setting than the one the report used is caught too.
+    cfg.reward.overclar.alpha = 0.1
+    assert "penalty settings match the run config" in [c.name for c in shadow_gate.evaluate(ctx).checks if not c.passed]
+
+
+def test_shadow_gate_without_report_fails(tmp_path):
+    from rc1.runtime.workspace import Workspace
+
+    res = shadow_gate.evaluate(GateContext(ws=Workspace(tmp_path), gates=GatesConfig(), round="round2"))
+    assert not res.passed and "not available" in res.checks[0].detail
+
+
+def test_calibrate_writes_constrained_weights_and_keeps_the_old(shadow_ws):
+    ws = shadow_ws.ws
+    assert rc1(ws, "reward", "shadow-run", "--n", "60").exit_code == 0
+    old = ws.path("configs/weights.json").read_bytes()
+    r = rc1(ws, "reward", "calibrate", "--bootstrap", "30", "--apply", "always")
+    assert r.exit_code == 0, r.output
+    rep_path = sorted(ws.path("reports").glob("calibration_report_*.json"))[-1]
+    rep = json.loads(rep_path.read_text())
+    assert rep["applied"] and rep["target"] == "success" and rep["n"] == 60
+    for k in ("rank_corr_improve_pct_median", "mae_reduce_pct_median", "passed", "rank_corr_improve_pct_ci"):
+        assert k in rep["acceptance"]
+    assert {"lo95", "hi95", "median"} <= set(rep["out_of_bag"]["mae_fit"])
+    archived = ws.path(rep["archived"])
+    assert archived.read_bytes() == old and archived.name.startswith("weights.")
+    ctx = GateContext(ws=ws, gates=GatesConfig(), round="round1")
+    assert reward_weights.evaluate(ctx).passed
+    w = json.loads(ws.path("configs/weights.json").read_text())["weights"]
+    assert w == pytest.approx(rep["weights_new"]) and max(w.values()) <= 0.5 + 1e-9 and min(w.values()) >= 0
+
+
+def test_calibrate_apply_pass_leaves_weights_when_acceptance_fails(shadow_ws):
+    ws = shadow_ws.ws
+    assert rc1(ws, "reward", "shadow-run", "--n", "60").exit_code == 0
+    before = ws.path("configs/weights.json").read_bytes()
+    # An overwhelming prior keeps the fit at the prior: no improvement, acceptance fails, nothing written.
+    r = rc1(ws, "reward", "calibrate", "--bootstrap", "20", "--prior-strength", "1e6")
+    assert r.exit_code == 0 and "FAIL" in r.output and "weights not changed" in r.output
+    assert ws.path("configs/weights.json").read_bytes() == before
+
+
+def test_projection_and_fit_respect_constraints():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        v = rng.normal(0, 1, 7)
+        w = project_capped_simplex(v, 0.5)
+        assert abs(w.sum() - 1) < 1e-9 and w.min() >= 0 and w.max() <= 0.5 + 1e-12
+        # Optimality of the projection: no feasible pairwise move brings it closer to v.
+        for i in range(7):
+            for j in range(7):
+                if i != j and w[i] < 0.5 - 1e-6 and w[j] > 1e-6:
+                    assert (v[i] - w[i]) <= (v[j] - w[j]) + 1e-6
+    X = rng.random((120, 7))
+    w_true = np.array([0.4, 0.2, 0.1, 0.1, 0.1, 0.05, 0.05])
+    assert fit_weights(X, X @ w_true, np.full(7, 1 / 7), 0.0) == pytest.approx(w_true, abs=1e-5)
+    capped = fit_weights(X, X[:, 0], np.full(7, 1 / 7), 0.0)
+    assert capped[0] == pytest.approx(0.5) and capped.sum() == pytest.approx(1.0)
+
+
+def test_calibration_core_improves_a_bad_prior_and_reports_cis():
+    rng = np.random.default_rng(1)
+    X = rng.random((245, 7))
+    y = X @ np.array([0.4, 0.2, 0.1, 0.1, 0.1, 0.05, 0.05]) + rng.normal(0, 0.05, 245)
+    prior = np.array([0.05, 0.05, 0.1, 0.1, 0.2, 0.2, 0.3])
+    r = calibrate_arrays(X, y, prior, bootstrap=50)
+    a = r["acceptance"]
+    assert a["passed"] and a["rank_corr_improve_pct_median"] >= 8 and a["mae_reduce_pct_median"] >= 5
+    assert a["mae_reduce_pct_ci"]["lo95"] <= a["mae_reduce_pct_median"] <= a["mae_reduce_pct_ci"]["hi95"]
+    assert abs(sum(r["weights_new"].values()) - 1) < 1e-9 and len(r["cv"]) == 5
+
+
+def test_ablation_reports_both_arms(shadow_ws):
+    ws = shadow_ws.ws
+    r = rc1(ws, "reward", "ablate-overclar", "--n", "30", "--generations", "4")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(sorted(ws.path("reports").glob("overclar_ablation_*.json"))[-1].read_text())
+    for arm in ("without_penalty", "with_penalty"):
+        assert {"overclar_rate", "avg_turns", "success"} <= set(rep[arm])
+    # The penalty can only make the chosen episodes ask less when asking was not needed.
+    assert rep["with_penalty"]["overclar_rate"] <= rep["without_penalty"]["overclar_rate"]
+    assert "passed" in rep["acceptance"] and shadow_ws.generate_calls == [30]
