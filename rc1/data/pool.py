@@ -23,7 +23,7 @@ log = logging.getLogger("rc1.data")
 DEFAULT_MIX = {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25}
 KNOWN_TOOLS = ("wiki", "calc")
 # intended difficulty mix of generated items (balancing later resamples per task to the target)
-LEVEL_WEIGHTS = {"gsm8k": (0.30, 0.55, 0.15), "hotpotqa": (0.28, 0.37, 0.35), "strategyqa": (0.27, 0.38, 0.35)}
+LEVEL_WEIGHTS = {"gsm8k": (0.28, 0.50, 0.22), "hotpotqa": (0.22, 0.30, 0.48), "strategyqa": (0.22, 0.28, 0.50)}
 # clarify items lean hard: a missing detail adds a turn (relative weights, renormalised to clarify_rate)
 CLARIFY_WEIGHT = {"easy": 0.45, "medium": 1.0, "hard": 1.45}
 

@@ -1,0 +1,84 @@
+"""Round 1 / round 2 difficulty gate: per-task hard/easy shares after balancing, length/turn/tool
+bounds and clue-overlap medians and bounds (SPEC §3, the seeds' difficulty table).
+
+Inputs: the raw pool, its metrics file and the balanced pool (`seed_pool`). The chain is verified
+by sha256: the metrics must come from the current pool and the balanced pool from the current
+metrics (their `.meta.json` records the source hash). The difficulty report is reused only when
+current (sidecar, input hashes and thresholds); otherwise the checks are recomputed in memory.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rc1.gates.base import Check, GateContext, GateResult
+from rc1.gates.pool import MAKERS, data_paths, fresh_report, missing_check
+from rc1.runtime.fingerprint import Evidence, sha256_file
+
+REPORT = "reports/rc1/difficulty_report.json"
+
+
+def _chain(ctx: GateContext, derived: str, source: str, remake: str) -> Check | None:
+    meta = ctx.ws.path(derived + ".meta.json")
+    if not meta.exists():
+        return Check(f"{derived} provenance", None, "records its source", False,
+                     f"{derived}.meta.json is missing: remake it with `{remake}`")
+    try:
+        body = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        return Check(f"{derived} provenance", None, "readable", False, f"{meta.name}: {exc}")
+    if body.get("sha256") != sha256_file(ctx.ws.path(derived)):
+        return Check(f"{derived} provenance", None, "matches the file", False,
+                     f"{derived} changed after it was written: remake it with `{remake}`")
+    if body.get("source_sha256") != sha256_file(ctx.ws.path(source)):
+        return Check(f"{derived} provenance", None, f"made from the current {source}", False,
+                     f"{derived} was made from another version of {source}: remake it with `{remake}`")
+    return None
+
+
+def evaluate(ctx: GateContext) -> GateResult:
+    ws, th = ctx.ws, ctx.gates.difficulty
+    paths = data_paths(ctx)
+    result = GateResult("difficulty")
+    makers = {"pool": MAKERS["pool"].format(path=paths["pool"]),
+              "metrics": MAKERS["metrics"].format(pool=paths["pool"], path=paths["metrics"]),
+              "balanced": MAKERS["balanced"].format(metrics=paths["metrics"], path=paths["balanced"])}
+    ok = True
+    for key in ("pool", "metrics", "balanced"):
+        if ws.path(paths[key]).exists():
+            result.evidence.append(Evidence.of(ws, paths[key]))
+            if key != "pool" and ws.path(paths[key] + ".meta.json").exists():
+                result.evidence.append(Evidence.of(ws, paths[key] + ".meta.json"))
+        else:
+            result.checks.append(missing_check(key, paths[key], "{m}", m=makers[key]))
+            ok = False
+    if not ok:
+        return result
+    for derived, source, key in ((paths["metrics"], paths["pool"], "metrics"), (paths["balanced"], paths["metrics"], "balanced")):
+        bad = _chain(ctx, derived, source, makers[key])
+        if bad is not None:
+            result.checks.append(bad)
+    if result.checks:
+        return result
+    inputs = {"metrics": paths["metrics"], "balanced": paths["balanced"]}
+    rep, why = fresh_report(ctx, REPORT, inputs, th.model_dump())
+    if rep is not None:
+        result.evidence.append(Evidence.of(ws, REPORT))
+        result.notes.append(f"checks from {REPORT} (inputs and thresholds verified by sha256)")
+    else:
+        from rc1.data import difficulty as D
+        from rc1.data.io import read_jsonl
+        from rc1.runtime.errors import ConfigError
+
+        ctx.progress(f"difficulty: recomputing ({why})")
+        try:
+            m_items, b_items = read_jsonl(ws.path(paths["metrics"])), read_jsonl(ws.path(paths["balanced"]))
+            if any("difficulty" not in it or "bucket" not in it for it in b_items):
+                raise ConfigError(f"{paths['balanced']}: items lack difficulty/bucket")
+        except ConfigError as exc:
+            result.checks.append(Check("difficulty inputs readable", None, "valid", False, exc.message))
+            return result
+        rep = D.build_report(m_items, b_items, th, tokenizer="(see metrics meta)", inputs={})
+        result.notes.append(f"recomputed: {why}; run `rc1 data difficulty validate` to save the report")
+    result.checks.extend(Check.from_dict(c) for c in rep["checks"])
+    return result
