@@ -74,6 +74,18 @@ def _clean_arg(arg: str) -> str:
     return arg
 
 
+def _wrapped_in_parens(s: str) -> bool:
+    """True when the "(" at the start closes exactly at the end: "(1+2)" yes, "(1+2)*(3+4)" no."""
+    if not (s.startswith("(") and s.endswith(")")):
+        return False
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return i == len(s) - 1
+    return False
+
+
 def parse_action(text: str, *, starts_in_think: bool = False) -> Action:
     """The action of one model turn (see the module docstring)."""
     visible = visible_text(text, starts_in_think=starts_in_think)
@@ -89,10 +101,15 @@ def parse_action(text: str, *, starts_in_think: bool = False) -> Action:
             return Action("answer", rest)
         if keyword == "ASK":
             return Action("ask", rest)
-        m2 = re.match(r"^([A-Za-z_]+)\s*[:(]?\s*(.*?)\s*\)?\s*$", rest)
-        if m2:
-            return Action("tool", _clean_arg(m2.group(2)), tool=m2.group(1).lower())
-        return Action("tool", "", tool="")
+        m2 = re.match(r"^([A-Za-z_]+)\s*(.*)$", rest)
+        if not m2:
+            return Action("tool", "", tool="")
+        name, arg = m2.group(1).lower(), m2.group(2).strip()
+        if _wrapped_in_parens(arg):  # call style: calc(2+2)
+            arg = arg[1:-1]
+        elif arg.startswith(":"):
+            arg = arg[1:]
+        return Action("tool", _clean_arg(arg), tool=name)
     return Action("none", visible)
 
 

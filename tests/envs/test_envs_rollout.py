@@ -1,0 +1,152 @@
+"""Batched rollouts: reproducibility, logprob consistency, multi-turn loop, statistics."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rc1.envs.rollout import generate_episodes
+
+
+def test_same_seed_same_episodes(tiny_model, item):
+    model, tok = tiny_model
+    items = [item(id="a"), item(id="b", question="What is 2+3?", messages=[{"role": "user", "content": "2+3?"}])]
+    kw = dict(num_generations=3, max_new_tokens=6, batch_size=4, temperature=1.0)
+    first = generate_episodes(model, tok, items, seed=7, **kw)
+    again = generate_episodes(model, tok, items, seed=7, **kw)
+    other = generate_episodes(model, tok, items, seed=8, **kw)
+    assert [e.item_id for e in first] == ["a", "a", "a", "b", "b", "b"]  # copies consecutive, in item order
+    assert [e.input_ids for e in first] == [e.input_ids for e in again]
+    assert [e.logprobs for e in first] == [e.logprobs for e in again]
+    assert [e.input_ids for e in first] != [e.input_ids for e in other]
+    assert len({tuple(e.input_ids) for e in first[:3]}) == 3  # sampled copies differ
+    # A generator is used as is and advanced: saving its state reproduces the next rollout (exact resume).
+    gen = torch.Generator().manual_seed(11)
+    state = gen.get_state()
+    one = generate_episodes(model, tok, items, generator=gen, **kw)
+    two = generate_episodes(model, tok, items, generator=gen, **kw)
+    gen.set_state(state)
+    replay = generate_episodes(model, tok, items, generator=gen, **kw)
+    assert [e.input_ids for e in one] != [e.input_ids for e in two]
+    assert [e.input_ids for e in one] == [e.input_ids for e in replay]
+    # Greedy needs no seed and is deterministic; the model's train/eval mode is restored.
+    model.train()
+    g1 = generate_episodes(model, tok, items, greedy=True, max_new_tokens=6)
+    assert model.training
+    model.eval()
+    assert [e.input_ids for e in g1] == [e.input_ids for e in generate_episodes(model, tok, items, greedy=True,
+                                                                                max_new_tokens=6)]
+
+
+def test_logprobs_recomputed_on_input_ids_match_generation(tiny_model, item):
+    model, tok = tiny_model
+    items = [item(id="a"), item(id="b", messages=[{"role": "user", "content": "Short?"}])]  # different lengths: padding
+    eps = generate_episodes(model, tok, items, num_generations=2, max_new_tokens=8, seed=3, temperature=0.7)
+    for ep in eps:
+        assert ep.truncated and ep.final_answer is None and ep.turns == 1  # random weights never finish
+        assert len(ep.input_ids) == len(ep.action_mask) == ep.prompt_len + 8
+        assert ep.action_mask == [0] * ep.prompt_len + [1] * 8 and len(ep.logprobs) == 8
+        with torch.inference_mode():
+            logits = model(input_ids=torch.tensor([ep.input_ids])).logits[0].float()
+        logp = torch.log_softmax(logits[:-1] / 0.7, dim=-1)
+        targets = torch.tensor(ep.input_ids[1:])
+        per_token = logp.gather(-1, targets[:, None]).squeeze(-1)
+        gen_positions = [i - 1 for i, m in enumerate(ep.action_mask) if m]
+        recomputed = per_token[gen_positions]
+        assert torch.isfinite(recomputed).all()
+        assert torch.allclose(recomputed, torch.tensor(ep.logprobs), atol=1e-4), (recomputed, ep.logprobs)
+
+
+def test_top_p_keeps_only_the_nucleus(tiny_model, item):
+    from rc1.envs.rollout import _sample
+
+    logits = torch.tensor([[5.0, 4.0, -3.0, -4.0]])
+    gen = torch.Generator().manual_seed(0)
+    picks = {int(_sample(logits, greedy=False, temperature=1.0, top_p=0.5, generator=gen)[0]) for _ in range(50)}
+    assert picks == {0}
+    picks = {int(_sample(logits, greedy=False, temperature=1.0, top_p=0.99, generator=gen)[0]) for _ in range(200)}
+    assert picks == {0, 1}
+
+
+class ScriptedLM(torch.nn.Module):
+    """TEST DOUBLE of a causal LM: it writes a fixed script per assistant turn, through the real
+    KV-cache interface. The token history of each row rides in the cache (as fake keys), so the
+    rollout loop's batch shrinking (cache row selection) is exercised for real."""
+
+    def __init__(self, tok, turns: list[str], alt: tuple[str, list[str]] | None = None):
+        super().__init__()
+        from transformers import Qwen3Config
+
+        self.config = Qwen3Config(num_hidden_layers=1, vocab_size=len(tok), hidden_size=8, num_attention_heads=1,
+                                  num_key_value_heads=1, head_dim=8, intermediate_size=8)
+        self.generation_config = type("G", (), {"eos_token_id": tok.eos_token_id})()
+        self.anchor = torch.nn.Parameter(torch.zeros(1))
+        self.header = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+        self.tok = tok
+        self.turns = self._ids(turns)
+        # rows whose prompt contains alt[0] follow the script alt[1] (rows then finish at different steps)
+        self.alt = (tok(alt[0], add_special_tokens=False)["input_ids"], self._ids(alt[1])) if alt else None
+        self.vocab = len(tok)
+
+    def _ids(self, turns):
+        return [self.tok(t, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id] for t in turns]
+
+    def forward(self, input_ids, attention_mask, position_ids, past_key_values, use_cache=True, logits_to_keep=0):
+        fake = input_ids[:, None, :, None].float()
+        history = past_key_values.update(fake, fake, 0)[0][:, 0, :, 0].long()
+        logits = torch.full((input_ids.shape[0], 1, self.vocab), -30.0)
+        h = len(self.header)
+        for r, row in enumerate(history.tolist()):
+            starts = [i + h for i in range(len(row) - h + 1) if row[i:i + h] == self.header]
+            turns = self.turns
+            if self.alt and any(row[i:i + len(self.alt[0])] == self.alt[0] for i in range(len(row))):
+                turns = self.alt[1]
+            script = turns[min(len(starts), len(turns)) - 1]
+            k = len(row) - starts[-1]
+            logits[r, 0, script[min(k, len(script) - 1)]] = 30.0
+        return type("Out", (), {"logits": logits})()
+
+
+def test_multi_turn_loop_with_tools_and_stop_at_action(tiny_tokenizer, item):
+    tok = tiny_tokenizer
+    script = ["Look it up.\nTOOL: wiki Seine\nRESULT (wiki): made-up text the model must not get to write",
+              "TOOL: calc 6*7\n", "ANSWER: Seine"]
+    chatty = ["Hmm. " * 5 + "\nTOOL: wiki Seine\n", "Let me compute this now.\nTOOL: calc 6*7\n", "ANSWER: Seine"]
+    model = ScriptedLM(tok, script, alt=("Where?", chatty))
+    items = [item(id="a"), item(id="b", messages=[{"role": "user", "content": "Where?"}]), item(id="c", max_turns=2)]
+    eps = generate_episodes(model, tok, items, num_generations=2, greedy=True, max_new_tokens=48, batch_size=4)
+    assert eps[2].model_text.startswith("Hmm. Hmm.") and not eps[0].model_text.startswith("Hmm")
+    for ep in eps[:4]:
+        assert (ep.turns, ep.tool_hops, ep.final_answer, ep.truncated) == (3, 2, "Seine", False)
+        assert "made-up" not in ep.model_text  # generation stopped at the end of the action line
+        assert [m["role"] for m in ep.transcript] == ["system", "user", "assistant", "tool", "assistant", "tool",
+                                                      "assistant"]
+        assert ep.transcript[3]["content"].startswith("RESULT (wiki): ")
+        assert ep.transcript[5]["content"] == "RESULT (calc): 42"
+        assert len(ep.logprobs) == sum(ep.action_mask)
+    for ep in eps[4:]:  # max_turns=2: the second action cannot be followed up
+        assert (ep.turns, ep.truncated, ep.final_answer) == (2, True, None)
+
+
+def test_stats_flag_zero_signal(tiny_model, item):
+    from rc1.envs.episode import Episode
+    from rc1.envs.stats import summarize, zero_signal_warnings
+
+    def ep(truncated=False, answer="x"):
+        return Episode("i", "gsm8k", answer, 1, 0, 0, truncated, "t", [], [1, 2, 3], [0, 1, 1], 1)
+
+    eps = [ep(), ep(), ep(True, None), ep(), ep(), ep(), ep(True, None), ep(True, None)]
+    rewards = [1.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0]  # groups of 2: varied, flat, flat, flat
+    stats = summarize(eps, rewards, num_generations=2)
+    assert stats.groups == 4 and stats.zero_variance_group_frac == 0.75
+    assert stats.pass_rate == 3 / 8 and stats.truncation_rate == 3 / 8 and stats.answered_rate == 5 / 8
+    assert stats.mean_completion_tokens == 2
+    assert zero_signal_warnings(stats) == []
+    dead = summarize(eps, [0.0] * 8, num_generations=4)
+    warnings = zero_signal_warnings(dead)
+    assert any("zero reward variance" in w for w in warnings) and any("pass rate is 0.0%" in w for w in warnings)
+    with pytest.raises(ValueError, match="groups of 3"):
+        summarize(eps, rewards, num_generations=3)
+    # Reward breakdowns (duck-typed: .total, .success) work too.
+    rb = [type("RB", (), {"total": r, "success": r >= 1.0})() for r in rewards]
+    assert summarize(eps, rb, num_generations=2).pass_rate == 1 / 8
