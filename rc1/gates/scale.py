@@ -1,0 +1,420 @@
+"""Scale-up gate (scale_1000, scale_5000): expand the training pool with NEW items, with the
+diversity, scorer-stability and difficulty reports re-run before and after the expansion.
+
+`ctx.round` names the stage; its size is `gates.scale.stages[stage]`. Order (the gate stops at the
+first failing check; every later check is reported as "not run"):
+
+  before   previous stage passed (its after-report verifies)   [stages after the first]
+           diversity of the current pool      rc1.data.diversity.validate (pool thresholds)
+           scorer stability                   K judge samples on `stability_items` items: mean variance
+           difficulty of the current pool     rc1.data.difficulty.difficulty_checks
+  expand   build new items with a stage seed (rc1.data.pool.build_pool), compute difficulty, drop
+           any item whose id, exact text or near-duplicate (question 5-gram Jaccard) is already in
+           an earlier pool or the shadow set, pick exactly N per the task mix and bucket target
+  after    size, id overlap, near-dup vs earlier pools, leak vs the shadow set (re-read from disk)
+           diversity, scorer stability (new items) and difficulty of the expanded pool
+
+The current pool is the balanced seed pool (`seed_pool`) plus the expansions of earlier stages;
+`items >= min_items` of round 1 is replaced by the stage's own size checks. Writes
+`data/rollouts/rc1_<stage>.jsonl` and `reports/scale/<stage>_{before,after}.json` (registered
+artifacts). An expansion file left by an interrupted run is reused only if its sidecar verifies
+and it has the stage's size; the after-checks re-verify it either way.
+
+`ctx.extras["judge"]` may hold a scorer with `score_many(pairs)` (JudgeClient's interface); by
+default a `rc1.rewards.judge.JudgeClient` is built from the run config. No judge reachable: the
+stability check fails and says how to start one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from rc1.config.schema import BUCKETS, TASKS
+from rc1.gates.base import Check, GateContext, GateResult
+from rc1.runtime.atomic import atomic_write_json
+from rc1.runtime.errors import Rc1Error
+from rc1.runtime.fingerprint import Evidence, register_artifact, sha256_file, verify_artifact
+
+GATE = "scale"
+REPORT_DIR = "reports/scale"
+NOT_RUN = "not run"
+OVERSAMPLE = 2.5
+MAX_BUILD_ROUNDS = 4
+V1_DEFAULT = "data/rollouts/rc1_v1.jsonl"
+
+
+def expansion_path(stage: str) -> str:
+    return f"data/rollouts/rc1_{stage}.jsonl"
+
+
+def report_path(stage: str, phase: str) -> str:
+    return f"{REPORT_DIR}/{stage}_{phase}.json"
+
+
+class _Stop(Exception):
+    """The first failing check: the caller reports every remaining step as not run."""
+
+
+class _Run:
+    """Collects checks in order; stops at the first failure."""
+
+    def __init__(self, ctx: GateContext, stage: str):
+        self.ctx, self.stage = ctx, stage
+        self.res = GateResult(GATE)
+        self.phase_checks: dict[str, list[dict]] = {"before": [], "after": []}
+        self.phase = "before"
+        self.extra: dict[str, dict] = {"before": {}, "after": {}}
+        self.evidence: dict[str, Evidence] = {}
+
+    def add(self, check: Check) -> None:
+        check = Check(f"{self.phase}: {check.name}", check.measured, check.threshold, check.passed, check.detail)
+        self.res.checks.append(check)
+        self.phase_checks[self.phase].append({**check.to_dict(), "status": "pass" if check.passed else "fail"})
+
+    def add_group(self, checks: list[Check]) -> None:
+        """Checks computed together (one report): all recorded; stop after the group if one failed."""
+        for c in checks:
+            self.add(c)
+        if any(not c.passed for c in checks):
+            raise _Stop()
+
+    def need(self, check: Check) -> None:
+        self.add(check)
+        if not check.passed:
+            raise _Stop()
+
+    def not_run(self, phase: str, names: list[str], why: str) -> None:
+        for name in names:
+            c = Check(f"{phase}: {name}", None, NOT_RUN, False, f"not run: {why}")
+            self.res.checks.append(c)
+            self.phase_checks[phase].append({**c.to_dict(), "status": "not_run"})
+
+    def look(self, path: str | Path) -> None:
+        p = self.ctx.ws.path(path)
+        if p.exists() and p.is_file():
+            ev = Evidence(self.ctx.ws.rel(p), sha256_file(p))
+            self.evidence[ev.path] = ev
+
+
+# ----------------------------------------------------------------------------- helpers
+def _read(ws, rel: str | None) -> list[dict] | None:
+    from rc1.data.io import read_jsonl
+
+    if not rel or not ws.path(rel).exists():
+        return None
+    return read_jsonl(ws.path(rel))
+
+
+def _checks_from(report_checks: list[dict], prefix: str) -> list[Check]:
+    return [Check(f"{prefix} {c['name']}", c.get("measured"), str(c.get("threshold")), bool(c.get("passed")),
+                  str(c.get("detail") or "")) for c in report_checks]
+
+
+def _diversity(run: _Run, items: list[dict], shadow: list[dict] | None, v1: list[dict] | None) -> list[Check]:
+    from rc1.data import diversity as DV
+    from rc1.data.tokens import get_counter
+
+    cfg = run.ctx.config
+    th = run.ctx.gates.pool.model_copy(update={"min_items": 1})  # sizes are the stage's own checks
+    rep = DV.validate(items, shadow, v1, th, counter=get_counter(cfg.model.base), seed=cfg.pool.seed)
+    rep.pop("distributions", None)
+    run.extra[run.phase]["diversity"] = {k: v for k, v in rep.items() if k not in ("checks",)}
+    return _checks_from([c for c in rep["checks"] if c["name"] != "items"], "diversity:")
+
+
+def _difficulty(run: _Run, items: list[dict]) -> list[Check]:
+    from rc1.data import difficulty as D
+
+    missing = [it.get("id") for it in items if "difficulty" not in it or "bucket" not in it]
+    if missing:
+        return [Check("difficulty: metrics present", len(missing), "== 0 items without", False,
+                      f"{len(missing)} item(s) have no difficulty/bucket (run `rc1 data difficulty metrics`): {missing[:5]}")]
+    checks, offenders = D.difficulty_checks(items, run.ctx.gates.difficulty)
+    counts = {t: {b: sum(1 for it in items if it["task"] == t and it["bucket"] == b) for b in BUCKETS} for t in TASKS}
+    run.extra[run.phase]["difficulty"] = {"checks": checks, "bucket_counts": counts,
+                                          "offenders": {k: v[:20] for k, v in offenders.items()}}
+    return _checks_from(checks, "difficulty:")
+
+
+def _stability(run: _Run, items: list[dict]) -> Check:
+    """Judge variance over K samples on the first `stability_items` items (gold answer as the response)."""
+    ctx, g = run.ctx, run.ctx.gates.scale
+    name = "scorer stability: mean judge variance"
+    sample = items[:g.stability_items]
+    judge = ctx.extras.get("judge")
+    owned = None
+    try:
+        if judge is None:
+            from rc1.rewards.judge import JudgeClient
+
+            judge = owned = JudgeClient(ctx.ws, ctx.config.scorer, ctx.config.reward, stats_path=None)
+        scores = judge.score_many([(it, f"ANSWER: {it.get('answer', '')}") for it in sample],
+                                  [str(it["id"]) for it in sample])
+    except Rc1Error as exc:
+        return Check(name, None, f"<= {g.scorer_variance_max:g}", False,
+                     f"judge unavailable: {exc.message} (start the local judge with `rc1 judge serve`)")
+    except Exception as exc:  # noqa: BLE001 - connection problems come in many types; the check says which
+        return Check(name, None, f"<= {g.scorer_variance_max:g}", False, f"judge failed: {exc.__class__.__name__}: {exc}")
+    finally:
+        if owned is not None:
+            owned.close()
+    ok = [s for s in scores if s.median is not None and s.variance is not None]
+    k = max((len(s.samples) for s in scores), default=0)
+    variances = [float(s.variance) for s in ok]
+    unstable = sum(v > g.scorer_variance_max for v in variances)
+    run.extra[run.phase]["stability"] = {
+        "items": len(sample), "scored": len(ok), "samples_per_item": k, "variance_max": g.scorer_variance_max,
+        "mean_variance": statistics.fmean(variances) if variances else None,
+        "max_variance": max(variances) if variances else None, "unstable": unstable,
+        "unstable_share": unstable / len(variances) if variances else None,
+        "per_item": [{"id": s.item_id, "median": s.median, "variance": s.variance} for s in scores]}
+    if len(ok) < max(1, math.ceil(0.9 * len(sample))):
+        return Check(name, None, f"<= {g.scorer_variance_max:g}", False,
+                     f"only {len(ok)}/{len(sample)} items got a judge score (K={k})")
+    mean_var = statistics.fmean(variances)
+    return Check.at_most(name, round(mean_var, 6), g.scorer_variance_max,
+                         f"K={k} samples on {len(ok)} items; {unstable} item(s) above {g.scorer_variance_max:g} "
+                         f"(max {max(variances):.4f})")
+
+
+def _signatures(items: list[dict]):
+    from rc1.data import diversity as DV
+
+    sg = DV.Signatures()
+    sets = [DV.shingles(it.get("question", "")) for it in items]
+    return sg, sets, (sg.compute(sets) if sets else None)
+
+
+def _key(it: dict) -> tuple:
+    from rc1.data.diversity import _norm
+
+    return (it.get("task"), _norm(it.get("question", "")), _norm(str(it.get("answer", ""))))
+
+
+def overlaps(new: list[dict], earlier: list[dict], shadow: list[dict], near_dup: float, leak: float) -> dict:
+    """New items that repeat an earlier pool or the shadow set: by id, exact text, near-dup, leak."""
+    from rc1.data import diversity as DV
+
+    old_ids = {str(it["id"]) for it in earlier} | {str(it["id"]) for it in shadow}
+    old_keys = {_key(it) for it in earlier + shadow}
+    out: dict[str, list[dict]] = {"id": [], "exact": [], "near_dup": [], "leak": []}
+    out["id"] = [{"id": it["id"]} for it in new if str(it["id"]) in old_ids]
+    out["exact"] = [{"id": it["id"]} for it in new if _key(it) in old_keys]
+    if new:
+        sg, sets, sigs = _signatures(new)
+        for ref, limit, kind in ((earlier, near_dup, "near_dup"), (shadow, leak, "leak")):
+            if ref:
+                _, rsets, rsigs = _signatures(ref)
+                found, _top = DV.find_leaks(new, sets, sigs, ref, rsets, rsigs, sg, limit)
+                out[kind] = [{"id": o["id"], "of": o["shadow_id"], "similarity": o["similarity"]} for o in found]
+    return out
+
+
+def _earlier_pools(ctx: GateContext, stage_names: list[str], idx: int) -> list[str]:
+    cfg = ctx.config
+    rels = [cfg.pool.out, cfg.seed_pool, cfg.pool.v1_pool or V1_DEFAULT, cfg.data.train_path, cfg.data.eval_path]
+    rels += [expansion_path(s) for s in stage_names[:idx]]
+    seen, out = set(), []
+    for r in rels:
+        if r and r not in seen and ctx.ws.path(r).exists():
+            seen.add(r)
+            out.append(r)
+    return out
+
+
+def build_expansion(ctx: GateContext, stage: str, idx: int, n: int, earlier: list[dict], shadow: list[dict]) -> dict:
+    """Exactly `n` new, balanced items that overlap nothing earlier; written to data/rollouts/rc1_<stage>.jsonl."""
+    from rc1.data import difficulty as D
+    from rc1.data.diversity import find_duplicates
+    from rc1.data.io import write_jsonl
+    from rc1.data.pool import BuildParams, allocate, build_pool
+    from rc1.data.tokens import get_counter
+
+    cfg, gp = ctx.config, ctx.gates.pool
+    target = D.parse_target(cfg.pool.difficulty_target)
+    mix = dict(cfg.datasets.mix)
+    per_task = allocate(n, mix)
+    want = {}
+    for t, nt in per_task.items():
+        w = {"hard": math.ceil(target["hard"] * nt - 1e-9), "easy": math.floor(target["easy"] * nt + 1e-9)}
+        w["medium"] = nt - w["hard"] - w["easy"]
+        want[t] = w
+    seed = cfg.pool.seed + 1000 * (idx + 1)  # a new seed per stage; the id prefix and rng space differ too
+    size = math.ceil(n * OVERSAMPLE)
+    dropped: dict[str, int] = {}
+    for attempt in range(MAX_BUILD_ROUNDS):
+        params = BuildParams(n=size, mix=mix, max_turns=cfg.pool.max_turns, clarify_rate=cfg.pool.clarify_rate,
+                             tools=list(cfg.pool.tools), templates_dir=ctx.ws.path(cfg.pool.templates_dir), seed=seed,
+                             space=stage, id_prefix=stage.replace("_", ""))
+        built, _tok = D.compute_metrics(build_pool(params), get_counter(cfg.model.base))
+        ov = overlaps(built, earlier, shadow, gp.near_dup_jaccard, gp.leak_sim_max)
+        _, sets, sigs = _signatures(built)
+        from rc1.data.diversity import Signatures
+
+        internal = find_duplicates(built, sets, sigs, Signatures(), gp.near_dup_jaccard) if built else []
+        bad = {o["id"] for kind in ov.values() for o in kind} | {d["id"] for d in internal}
+        dropped = {k: len(v) for k, v in ov.items()} | {"within_expansion": len(internal)}
+        pools: dict[tuple, list[dict]] = {}
+        for it in built:
+            if it["id"] not in bad:
+                pools.setdefault((it["task"], it["bucket"]), []).append(it)
+        short = {f"{t}/{b}": want[t][b] - len(pools.get((t, b), [])) for t in want for b in BUCKETS
+                 if len(pools.get((t, b), [])) < want[t][b]}
+        if not short:
+            chosen_ids = {it["id"] for t in want for b in BUCKETS for it in pools.get((t, b), [])[:want[t][b]]}
+            items = [it for it in built if it["id"] in chosen_ids]  # builder order: deterministic
+            path = ctx.ws.path(expansion_path(stage))
+            write_jsonl(path, items)
+            ev = register_artifact(ctx.ws, path, "scale_pool", stage=stage, n=len(items), seed=seed, built=size,
+                                   dropped=dropped)
+            return {"path": ev.path, "sha256": ev.sha256, "n": len(items), "seed": seed, "built": size,
+                    "dropped_overlap": dropped, "reused": False, "rounds": attempt + 1, "per_task": want}
+        size *= 2
+    raise Rc1Error(f"could not find {n} new balanced items in {MAX_BUILD_ROUNDS} build rounds "
+                   f"(last {size // 2} built; short: {short})")
+
+
+def _write_report(run: _Run, phase: str, pools: list[str], stage_n: int, extra: dict | None = None) -> None:
+    ws = run.ctx.ws
+    checks = run.phase_checks[phase]
+    doc = {"stage": run.stage, "phase": phase, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "profile": run.ctx.gates.profile, "stage_items": stage_n,
+           "passed": bool(checks) and all(c["status"] == "pass" for c in checks),
+           "pools": [{"path": p, "sha256": sha256_file(ws.path(p))} for p in pools if ws.path(p).exists()],
+           "checks": checks, **run.extra[phase], **(extra or {})}
+    p = ws.path(report_path(run.stage, phase))
+    atomic_write_json(p, doc)
+    ev = register_artifact(ws, p, "scale_report", stage=run.stage, phase=phase, passed=doc["passed"])
+    run.evidence[ev.path] = ev
+
+
+BEFORE_STEPS = ["previous stage", "diversity", "scorer stability", "difficulty"]
+AFTER_STEPS = ["expansion", "new items", "diversity", "scorer stability", "difficulty"]
+
+
+def evaluate(ctx: GateContext) -> GateResult:
+    g = ctx.gates.scale
+    stage = ctx.round
+    stage_names = list(g.stages)
+    if stage not in g.stages:
+        return GateResult(GATE, [Check("scale stage", stage, f"one of {stage_names}", False,
+                                       f"gate round {stage!r} is not a stage of gates.scale.stages")])
+    if ctx.config is None:
+        return GateResult(GATE, [Check("run config", None, "given", False, "the scale gate needs the run config (--config)")])
+    idx, n = stage_names.index(stage), int(g.stages[stage])
+    run = _Run(ctx, stage)
+    ws, cfg = ctx.ws, ctx.config
+    shadow = _read(ws, cfg.data.shadow_path) or []
+    v1 = _read(ws, cfg.pool.v1_pool or V1_DEFAULT)
+    base_rel = cfg.seed_pool if ws.path(cfg.seed_pool).exists() else cfg.pool.out
+    current_rels = [base_rel] + [expansion_path(s) for s in stage_names[:idx]]
+    earlier_rels = _earlier_pools(ctx, stage_names, idx)
+    for r in [*earlier_rels, cfg.data.shadow_path]:
+        run.look(r)
+    done_before = done_after = False
+    steps_left = list(BEFORE_STEPS)
+    try:
+        # ------------------------------------------------------------------ before
+        if idx > 0:
+            prev = stage_names[idx - 1]
+            prel = report_path(prev, "after")
+            pp = ws.path(prel)
+            ok, why = False, f"{prel} does not exist: run `rc1 scale run --stage {prev}` first"
+            if pp.exists():
+                run.look(prel)
+                if not verify_artifact(ws, pp):
+                    why = f"{prel}: sha256 sidecar missing or not matching"
+                else:
+                    ok = bool(json.loads(pp.read_text()).get("passed"))
+                    why = f"{prel}: " + ("passed" if ok else "did not pass")
+            steps_left.pop(0)
+            run.need(Check(f"previous stage {prev} passed", ok, "true", ok, why))
+        else:
+            steps_left.pop(0)
+        missing = [r for r in current_rels if not ws.path(r).exists()]
+        if missing:
+            run.need(Check("current pool exists", None, "exists", False,
+                           f"missing {missing}: build the seed pool (`rc1 data build-pool`, difficulty bucketize) first"))
+        current: list[dict] = []
+        for r in current_rels:
+            current += _read(ws, r) or []
+        ctx.progress(f"{stage}: before: diversity of {len(current)} items")
+        steps_left.pop(0)
+        run.add_group(_diversity(run, current, shadow or None, v1))
+        ctx.progress(f"{stage}: before: scorer stability")
+        steps_left.pop(0)
+        run.need(_stability(run, current))
+        ctx.progress(f"{stage}: before: difficulty")
+        steps_left.pop(0)
+        run.add_group(_difficulty(run, current))
+        done_before = True
+        _write_report(run, "before", current_rels, n)
+
+        # ------------------------------------------------------------------ expand
+        run.phase = "after"
+        steps_left = list(AFTER_STEPS)
+        earlier: list[dict] = []
+        for r in earlier_rels:
+            earlier += _read(ws, r) or []
+        exp_rel = expansion_path(stage)
+        exp_p = ws.path(exp_rel)
+        ctx.progress(f"{stage}: expanding by {n} new items")
+        if exp_p.exists() and verify_artifact(ws, exp_p) and len(_read(ws, exp_rel) or []) == n:
+            expansion = {"path": exp_rel, "sha256": sha256_file(exp_p), "n": n, "reused": True}
+        else:
+            try:
+                expansion = build_expansion(ctx, stage, idx, n, earlier, shadow)
+            except Rc1Error as exc:
+                steps_left.pop(0)
+                run.need(Check("expansion built", None, f"{n} new items", False, exc.message))
+        steps_left.pop(0)
+        run.extra["after"]["expansion"] = expansion
+        run.look(exp_rel)
+        new = _read(ws, exp_rel) or []
+        gp = ctx.gates.pool
+        ov = overlaps(new, earlier, shadow, gp.near_dup_jaccard, gp.leak_sim_max)
+        run.extra["after"]["overlap"] = {k: v[:50] for k, v in ov.items()} | {"earlier_pools": earlier_rels,
+                                                                            "shadow": cfg.data.shadow_path}
+        steps_left.pop(0)
+        run.add_group([
+            Check.equals("new items", len(new), n, f"{exp_rel}"),
+            Check.equals("ids already in earlier pools or the shadow set", len(ov["id"]), 0,
+                         ", ".join(str(o["id"]) for o in ov["id"][:5])),
+            Check.equals("exact repeats of earlier/shadow items", len(ov["exact"]), 0,
+                         ", ".join(str(o["id"]) for o in ov["exact"][:5])),
+            Check.equals(f"near-duplicates of earlier pool items (Jaccard >= {gp.near_dup_jaccard:g})",
+                         len(ov["near_dup"]), 0, ", ".join(f"{o['id']}~{o['of']}" for o in ov["near_dup"][:5])),
+            Check.equals(f"leaks vs the shadow set (similarity >= {gp.leak_sim_max:g})", len(ov["leak"]), 0,
+                         ", ".join(f"{o['id']}~{o['of']}" for o in ov["leak"][:5])),
+        ])
+        expanded = current + new
+        ctx.progress(f"{stage}: after: diversity of {len(expanded)} items")
+        steps_left.pop(0)
+        run.add_group(_diversity(run, expanded, shadow or None, v1))
+        ctx.progress(f"{stage}: after: scorer stability")
+        steps_left.pop(0)
+        run.need(_stability(run, new))
+        ctx.progress(f"{stage}: after: difficulty")
+        steps_left.pop(0)
+        run.add_group(_difficulty(run, expanded))
+        done_after = True
+        _write_report(run, "after", current_rels + [exp_rel], n)
+    except _Stop:
+        first = next(c for c in run.res.checks if not c.passed)
+        why = f"stopped at the first failing check ({first.name})"
+        if not done_before:
+            run.not_run("before", steps_left, why)
+            _write_report(run, "before", current_rels, n)
+            run.not_run("after", AFTER_STEPS, why)
+            _write_report(run, "after", current_rels, n)
+        elif not done_after:
+            run.not_run("after", steps_left, why)
+            _write_report(run, "after", current_rels + [expansion_path(stage)], n)
+        run.res.notes.append(f"{stage}: {why}; later checks not run")
+    run.res.evidence = list(run.evidence.values())
+    return run.res
