@@ -196,6 +196,7 @@ def load_checkpoint_model(cfg: "TrainConfig", ckpt: Path, device, dtype):
     model.config.use_cache = True
     model.eval()
     log.info("eval: loaded %s (%d tensors from %s)", ckpt, len(weights), files[0])
+    model.rc1_loaded = {"weights_file": files[0], "tensors": len(weights), "merged_adapter": is_adapter}
     return model, tok
 
 
@@ -323,10 +324,11 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
     if progress:
         progress(f"items: " + ", ".join(f"{k} {len(v['items'])}" for k, v in sets.items()) + f"; device {device}")
     base, base_thr = base_records(ws, cfg, sets, gen, device, dtype, progress)
-    trained, trained_thr = None, None
+    trained, trained_thr, loaded = None, None, {}
     if ckpt is not None:
         model, tok = load_checkpoint_model(cfg, ckpt, device, dtype)
         trained, trained_thr = _run_sets(model, tok, sets, gen, progress, f"checkpoint {ckpt.name}")
+        loaded = getattr(model, "rc1_loaded", {})
         del model
     results = {}
     for name in sets:
@@ -345,7 +347,7 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
         "kind": REPORT_KIND, "version": REPORT_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "profile": cfg.profile, "config": {"path": config_path, "hash": config_hash(cfg)},
         "model": {"base": cfg.model.base, "revision": cfg.model.revision},
-        "checkpoint": _checkpoint_info(ws, ckpt) if ckpt else None,
+        "checkpoint": {**_checkpoint_info(ws, ckpt), **loaded} if ckpt else None,
         "run_dir": cfg.checkpoint_dir, "device": str(device), "generation": gen, "heldout_set": HELDOUT,
         "sets": {k: {kk: vv for kk, vv in v.items() if kk != "items"} | {"n": len(v["items"])} for k, v in sets.items()},
         "results": results,

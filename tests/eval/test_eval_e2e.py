@@ -85,3 +85,43 @@ def test_eval_base_only_on_the_embedded_smollm2(ws):
     rep = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
     assert rep["checkpoint"] is None and rep["results"]["shadow"]["base"]["n"] == 4
     assert rep["throughput"]["base"]["episodes_per_s"] > 0
+
+
+def test_checkpoint_weights_full_and_lora_adapter_are_applied(tiny_ws):
+    """The eval model is the trained one: full weights replace the base's, a LoRA adapter is merged."""
+    import torch
+    from safetensors.torch import save_file
+
+    from rc1.config.load import config_hash, load_train_config
+    from rc1.eval.harness import load_base, load_checkpoint_model
+    from rc1.models.loader import load_model
+    from rc1.runtime.checkpoint import ADAPTER_FILE, write_checkpoint
+
+    ws = tiny_ws
+    cpu = torch.device("cpu")
+    cfg = load_train_config("configs/tiny.yaml", ws)
+    base, _ = load_base(cfg, cpu, torch.float32)
+    name = "model.layers.0.self_attn.q_proj.weight"
+    ref = dict(base.named_parameters())[name].detach().clone()
+
+    full = write_trainer_checkpoint(ws, cfg, 10, scale=2.0)
+    model, _ = load_checkpoint_model(cfg, full, cpu, torch.float32)
+    assert torch.allclose(dict(model.named_parameters())[name], 2 * ref)
+    assert model.rc1_loaded == {"weights_file": "model.safetensors", "tensors": len(list(base.parameters())),
+                                "merged_adapter": False}
+
+    lcfg = cfg.model_copy(deep=True)
+    lcfg.model.lora.enable, lcfg.model.lora.r = True, 4
+    lcfg.finetune.method = "lora"
+    peft_model, _ = load_model(lcfg, device=cpu, dtype=torch.float32, for_training=True)
+    with torch.no_grad():
+        for n, p in peft_model.named_parameters():
+            if "lora_B" in n:
+                p.fill_(0.01)
+    adapter = {n: p.detach().contiguous() for n, p in peft_model.named_parameters() if p.requires_grad}
+    ck = write_checkpoint(ws, "checkpoints/lora", 5, {ADAPTER_FILE: lambda p: save_file(adapter, str(p))},
+                          {"config_hash": config_hash(lcfg), "config": lcfg.model_dump(mode="json")})
+    merged, _ = load_checkpoint_model(cfg, ck, cpu, torch.float32)
+    assert merged.rc1_loaded["merged_adapter"] and merged.rc1_loaded["weights_file"] == ADAPTER_FILE
+    w = dict(merged.named_parameters())[name]
+    assert w.shape == ref.shape and not torch.allclose(w, ref)  # base + B @ A * scaling
