@@ -13,7 +13,7 @@ class CheckpointCallback(BaseCallback):
         pass
 
     def on_step_end(self, recipe, record: dict) -> None:
-        if getattr(recipe.engine, "owns_checkpoints", False):
+        if getattr(recipe.engine, "owns_checkpoints", False) or not recipe.checkpoints:
             return  # the TRL engine saves through TRL's own hook at the same steps
         if recipe.step % recipe.cfg.run.save_steps == 0:
             path = recipe.save_checkpoint(reason="scheduled")

@@ -135,9 +135,19 @@ class PurePTEngine:
     def to_device(self, obj):
         return to_device(obj, self.device)
 
-    def forward(self, input_ids, attention_mask, *, reference: bool = False, hidden: bool = False,
+    @staticmethod
+    def _causal_lm(model):
+        """The transformers CausalLM under a peft wrapper (LoRA layers are injected in place)."""
+        return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+    def forward(self, input_ids, attention_mask, *, positions=None, reference: bool = False, hidden: bool = False,
                 entropy: bool | str = False) -> dict:
-        """Per-token log-probs of input_ids[:, 1:] (shape [B, T-1]) and optionally entropy / hidden states."""
+        """Per-token log-probs of input_ids[:, 1:] (shape [B, T-1]) and optionally entropy / hidden states.
+
+        `positions` ([B, T-1], the shifted action mask): the vocabulary projection runs only where it
+        is non-zero (the generated tokens) and log-probs / entropy are 0 elsewhere. Prompts are long
+        and completions short, so this skips most of the lm_head work and its [tokens x vocab] memory.
+        """
         import torch
 
         if reference and self.is_peft:
@@ -146,20 +156,25 @@ class PurePTEngine:
             ctx, model = contextlib.nullcontext(), self.reference_model
         else:
             ctx, model = contextlib.nullcontext(), self.model
+        lm = self._causal_lm(model)
         with ctx, self.autocast():
-            out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=hidden,
-                        use_cache=False)
-        logits = out.logits[:, :-1].float()
-        targets = input_ids[:, 1:]
+            out = lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+            h = out.last_hidden_state[:, :-1]
+            sel = (positions > 0) if positions is not None else torch.ones(h.shape[:2], dtype=torch.bool,
+                                                                          device=h.device)
+            logits = lm.get_output_embeddings()(h[sel]).float()
+        targets = input_ids[:, 1:][sel]
         logz = torch.logsumexp(logits, dim=-1)
-        logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz
+        logp = torch.zeros(h.shape[:2], dtype=torch.float32, device=h.device)
+        logp = logp.masked_scatter(sel, logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz)
         res = {"logp": logp}
         if entropy:  # entropy="grad" keeps it differentiable (an entropy bonus in the loss)
             with torch.no_grad() if entropy != "grad" else contextlib.nullcontext():
                 probs = torch.softmax(logits, dim=-1)
-                res["entropy"] = logz - (probs * logits).sum(-1)
+                ent = torch.zeros_like(logp)
+                res["entropy"] = ent.masked_scatter(sel, logz - (probs * logits).sum(-1))
         if hidden:
-            res["hidden"] = out.hidden_states[-1][:, :-1].float()
+            res["hidden"] = h.float()
         return res
 
     def rollout(self, items: list[dict], num_generations: int, *, seed: int, greedy: bool = False,

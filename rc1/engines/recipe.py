@@ -71,7 +71,7 @@ class TrainingRecipe:
 
     def __init__(self, ws, cfg, *, config_path: str | None = None, resume: str | None = None,
                  resume_fallback: bool = False, max_steps: int | None = None, model_loader=None,
-                 reward_model=None):
+                 reward_model=None, checkpoints: bool = True):
         self.ws, self.cfg, self.config_path = ws, cfg, config_path
         self.resume, self.resume_fallback = resume, resume_fallback
         if max_steps is not None:
@@ -83,6 +83,7 @@ class TrainingRecipe:
                 raise ConfigError(f"--max-steps {max_steps} exceeds the planned total steps ({cfg.steps})")
         self.max_steps = cfg.run.max_steps
         self.model_loader, self.reward_model = model_loader, reward_model
+        self.checkpoints = checkpoints  # False only for benchmarks: no checkpoint is written at all
         self.step = 0
         self.stop_reason: str | None = None
         self.last_saved_step: int | None = None
@@ -205,7 +206,7 @@ class TrainingRecipe:
 
     def finish(self) -> str:
         reason = self.stop_reason or ("completed" if self.step >= self.max_steps else "interrupted")
-        if self.last_saved_step != self.step and not getattr(self.engine, "owns_checkpoints", False):
+        if self.checkpoints and self.last_saved_step != self.step and not getattr(self.engine, "owns_checkpoints", False):
             self.save_checkpoint(reason=reason)
         for cb in self.callbacks:
             cb.on_train_end(self)
@@ -243,6 +244,8 @@ class TrainingRecipe:
 
     # ------------------------------------------------------------------ checkpoint
     def save_checkpoint(self, reason: str = "scheduled") -> Path:
+        if not self.checkpoints:
+            raise RuntimeError("this recipe was built with checkpoints=False")
         from safetensors.torch import save_file
 
         engine_state = dict(self.engine.state_dict())

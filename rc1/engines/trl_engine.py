@@ -105,7 +105,7 @@ class TRLEngine:
             learning_rate=e.lr, weight_decay=e.weight_decay, warmup_steps=e.warmup_steps,
             lr_scheduler_type={"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}[e.lr_schedule],
             max_grad_norm=e.max_grad_norm, max_steps=r.max_steps, logging_steps=1, report_to="none",
-            save_strategy="steps", save_steps=r.save_steps, save_only_model=False,
+            save_strategy="steps" if self.recipe.checkpoints else "no", save_steps=r.save_steps, save_only_model=False,
             per_device_train_batch_size=s.prompts_per_step * s.num_generations, gradient_accumulation_steps=r.gradient_accumulation,
             num_generations=s.num_generations, max_completion_length=cfg.model.max_new_tokens,
             temperature=cfg.model.temperature, top_p=cfg.model.top_p, beta=s.kl_coef, epsilon=e.clip_coef,
@@ -136,14 +136,14 @@ class TRLEngine:
             def on_step_end(self, args, state, control, **kw):
                 recipe = engine.recipe
                 if state.global_step >= args.max_steps or recipe.stop_reason is not None:
-                    control.should_save = True
+                    control.should_save = recipe.checkpoints
                     control.should_training_stop = True
 
             def on_log(self, args, state, control, logs=None, **kw):
                 if logs and "loss" in logs:
                     engine.on_trl_log(state, logs)
                 if engine.recipe.stop_reason is not None:
-                    control.should_save = True
+                    control.should_save = engine.recipe.checkpoints
                     control.should_training_stop = True
 
             def on_save(self, args, state, control, **kw):

@@ -55,7 +55,8 @@ class DPOStrategy:
         order = [c for c, _ in pairs] + [r for _, r in pairs]
         t = collate(self.engine, [ro.episodes[i] for i in order])
         with torch.no_grad():
-            t["ref_logp"] = self.engine.forward(t["input_ids"], t["attention_mask"], reference=True)["logp"]
+            t["ref_logp"] = self.engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"],
+                                                reference=True)["logp"]
         t["n_pairs"] = len(pairs)
         batch["tensors"] = t
         return metrics
@@ -66,7 +67,7 @@ class DPOStrategy:
 
         if not t:
             return None, {"kl": 0.0, "ratio": 1.0, "clip_frac": 0.0, "entropy": None}
-        out = engine.forward(t["input_ids"], t["attention_mask"], entropy=True)
+        out = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
         logp, mask, n = out["logp"], t["action_mask"], t["n_pairs"]
         delta = (logp - t["ref_logp"]) * mask          # per-token log pi - log ref
         seq = delta.sum(1)

@@ -45,7 +45,7 @@ class GRPOStrategy:
         if self.beta > 0:
             with torch.no_grad():
                 tensors["ref_logp"] = self.engine.forward(tensors["input_ids"], tensors["attention_mask"],
-                                                          reference=True)["logp"]
+                                                          positions=tensors["action_mask"], reference=True)["logp"]
         batch["tensors"] = tensors
         batch["loss_fn"] = self.loss
         batch["rollout"] = ro
@@ -54,7 +54,7 @@ class GRPOStrategy:
     def loss(self, engine, t: dict):
         import torch
 
-        out = engine.forward(t["input_ids"], t["attention_mask"], entropy=True)
+        out = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
         logp, mask = out["logp"], t["action_mask"]
         old = t.get("old_logp")
         if old is None:

@@ -67,8 +67,8 @@ class PPOStrategy:
         t = collate(self.engine, ro.episodes)
         mask = t["action_mask"]
         with torch.no_grad():
-            cur = self.engine.forward(t["input_ids"], t["attention_mask"], hidden=True)
-            ref = self.engine.forward(t["input_ids"], t["attention_mask"], reference=True)["logp"]
+            cur = self.engine.forward(t["input_ids"], t["attention_mask"], positions=mask, hidden=True)
+            ref = self.engine.forward(t["input_ids"], t["attention_mask"], positions=mask, reference=True)["logp"]
             old_logp, old_values = cur["logp"], self.values(cur["hidden"])
             kl_tok = (old_logp - ref) * mask
             token_rewards = -self.kl_ctl.value * kl_tok
@@ -91,7 +91,7 @@ class PPOStrategy:
         import torch
 
         s = self.cfg.strategy
-        out = engine.forward(t["input_ids"], t["attention_mask"], hidden=True,
+        out = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], hidden=True,
                              entropy="grad" if s.entropy_coef else True)
         logp, mask = out["logp"], t["action_mask"]
         values = self.values(out["hidden"])

@@ -51,7 +51,7 @@ class SFTStrategy:
     def loss(self, engine, t: dict):
         import torch
 
-        out = engine.forward(t["input_ids"], t["attention_mask"], entropy=True)
+        out = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
         mask = t["action_mask"]
         loss = masked_mean(-out["logp"], mask)
         with torch.no_grad():

@@ -1,0 +1,200 @@
+"""`rc1 bench grpo`: the pure PyTorch engine vs TRL's GRPOTrainer on identical GRPO work.
+
+Work: the embedded SmolLM2-135M-Instruct, full parameters, 8 prompts x 4 completions x <= 32 new
+tokens per step, single-turn (TRL generates one turn; the pure engine's episodes are capped at one
+turn for a like-for-like comparison), the same config, data, rewards and seeds. Each engine runs
+in its own fresh process (clean peak memory), `warmup` untimed steps then `steps` timed ones,
+through the same TrainingRecipe `rc1 train` uses.
+
+Reported per engine: seconds per step (median), completion tokens per second, peak memory
+(CUDA allocator peak on a GPU, peak RSS on CPU). Target: pure sec/step <= 0.5 x TRL.
+
+Option `learning=true`: accuracy (greedy, exact answer) on 200 held-out arithmetic items before
+and after `budget_s` seconds of pure-engine GRPO on disjoint training items.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+BASE = "embedded:smollm2-135m-instruct"
+DEFAULT_WEIGHTS = {"correctness": 0.45, "reasoning": 0.12, "grounding": 0.12, "clarity": 0.07,
+                   "conciseness": 0.06, "format": 0.08, "clarification": 0.10}
+
+
+def arithmetic_items(n: int, *, seed: int, prefix: str, exclude: set[tuple] | None = None) -> list[dict]:
+    """Single-step arithmetic prompts (a + b, a - b, a * b) with exact gold answers."""
+    import random
+
+    rng = random.Random(seed)
+    out, seen = [], set(exclude or ())
+    while len(out) < n:
+        op = rng.choice("+-*")
+        a, b = (rng.randint(10, 99), rng.randint(10, 99)) if op != "*" else (rng.randint(2, 12), rng.randint(2, 12))
+        if (a, op, b) in seen:
+            continue
+        seen.add((a, op, b))
+        gold = a + b if op == "+" else a - b if op == "-" else a * b
+        q = f"What is {a} {op} {b}? Reply with the number."
+        out.append({"id": f"{prefix}{len(out):04d}", "task": "gsm8k", "template": "bench/arith", "role": "student",
+                    "style": "plain", "messages": [{"role": "user", "content": q}], "question": q,
+                    "answer": str(gold), "aliases": [], "supporting": [], "corpus": [], "needs_clarification": False,
+                    "hidden_detail": None, "tools": [], "max_turns": 1, "meta": {"key": [a, op, b]},
+                    "bucket": "easy"})
+    return out
+
+
+def _workspace(root: Path, items: list[dict], cfg_over: dict) -> Path:
+    import yaml
+
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    (root / "configs").mkdir(parents=True, exist_ok=True)
+    with open(root / "data/train_min.jsonl", "w") as fh:
+        for it in items:
+            fh.write(json.dumps(it) + "\n")
+    (root / "configs/weights.json").write_text(json.dumps({"version": "bench", "weights": DEFAULT_WEIGHTS}))
+    cfg = {"profile": "laptop", "seed_pool": "data/none.jsonl", "callbacks": ["logging"],
+           "run": {"name": "bench", "seed": 11, "save_steps": 100000, "eval_steps": 100000, "device_pref": ["cuda", "mps", "cpu"]},
+           "model": {"base": BASE, "max_new_tokens": 32, "gradient_checkpointing": False, "temperature": 1.0},
+           "finetune": {"method": "full"}, "priority_sampling": {"enable": False},
+           "engine": {"lr": 1e-5}, "strategy": {"name": "grpo", "num_generations": 4, "prompts_per_step": 8,
+                                                 "kl_coef": 0.04}}
+    for section, values in cfg_over.items():
+        if isinstance(values, dict):
+            cfg.setdefault(section, {}).update(values)
+        else:
+            cfg[section] = values
+    (root / "configs/bench.yaml").write_text(yaml.safe_dump(cfg))
+    return Path("configs/bench.yaml")
+
+
+def _peak_mb(device) -> float:
+    from rc1.runtime.device import peak_memory_mb
+
+    return peak_memory_mb(device)
+
+
+def _run_engine(engine: str, steps: int, warmup: int, threads: int | None) -> dict:
+    """Child process: train warmup+steps GRPO steps with `engine`; timings from metrics.jsonl."""
+    import torch
+
+    from rc1.config.load import load_train_config
+    from rc1.engines.recipe import TrainingRecipe
+    from rc1.runtime.workspace import Workspace
+
+    root = Path(tempfile.mkdtemp(prefix=f"rc1-bench-{engine}-"))
+    try:
+        items = arithmetic_items(64, seed=3, prefix="b")
+        conf = _workspace(root, items, {"engine": {"name": engine},
+                                        "run": {"max_steps": warmup + steps, "threads": threads}})
+        ws = Workspace(root)
+        cfg = load_train_config(conf, ws)
+        recipe = TrainingRecipe(ws, cfg, config_path=str(conf), checkpoints=False)
+        recipe.setup()
+        device = getattr(recipe.engine, "device", torch.device("cpu"))
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        recipe.train()
+        recs = [json.loads(l) for l in ws.metrics_path.read_text().splitlines()][warmup:]
+        secs = [r["sec_per_step"] for r in recs]
+        tokens = [r["completion_len"] * 32 for r in recs]  # mean completion length x 32 completions
+        return {"engine": engine, "device": str(device), "steps": len(recs), "sec_per_step": statistics.median(secs),
+                "sec_per_step_all": secs, "completion_tokens_per_s": sum(tokens) / sum(secs),
+                "peak_memory_mb": _peak_mb(device), "mean_reward": statistics.fmean(r["reward"] for r in recs)}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _accuracy(model, tokenizer, items: list[dict], batch_size: int = 50) -> float:
+    from rc1.envs.rollout import generate_episodes
+    from rc1.rewards.verifiers import verify
+
+    correct = 0
+    for i in range(0, len(items), batch_size):
+        chunk = items[i:i + batch_size]
+        eps = generate_episodes(model, tokenizer, chunk, greedy=True, max_new_tokens=32, max_turns=1,
+                                batch_size=batch_size)
+        correct += sum(verify(it["task"], ep.final_answer, it["answer"]).success for it, ep in zip(chunk, eps))
+    return correct / len(items)
+
+
+def _learning_check(budget_s: float, threads: int | None) -> dict:
+    """Child process: held-out accuracy before / after `budget_s` seconds of pure-engine GRPO."""
+    from rc1.config.load import load_train_config
+    from rc1.engines.recipe import TrainingRecipe
+    from rc1.runtime.workspace import Workspace
+
+    held_out = arithmetic_items(200, seed=101, prefix="h")
+    train = arithmetic_items(400, seed=202, prefix="tr", exclude={tuple(it["meta"]["key"]) for it in held_out})
+    root = Path(tempfile.mkdtemp(prefix="rc1-bench-learn-"))
+    try:
+        conf = _workspace(root, train, {"run": {"max_steps": 100000, "threads": threads},
+                                        "engine": {"name": "pure_pt", "lr": 2e-5}})
+        ws = Workspace(root)
+        recipe = TrainingRecipe(ws, load_train_config(conf, ws), config_path=str(conf), checkpoints=False)
+        recipe.setup()
+        model, tok = recipe.engine.model, recipe.engine.tokenizer
+        before = _accuracy(model, tok, held_out)
+
+        class Budget:
+            def __init__(self):
+                self.t0 = time.monotonic()
+
+            def on_train_start(self, r):
+                pass
+
+            def on_step_end(self, r, record):
+                if time.monotonic() - self.t0 >= budget_s:
+                    r.request_stop("budget")
+
+            def on_train_end(self, r):
+                pass
+
+        recipe.callbacks.insert(0, Budget())
+        t0 = time.monotonic()
+        recipe.train()
+        trained_s = time.monotonic() - t0
+        after = _accuracy(model, tok, held_out)
+        recs = [json.loads(l) for l in ws.metrics_path.read_text().splitlines()]
+        return {"held_out_items": len(held_out), "accuracy_before": before, "accuracy_after": after,
+                "delta_pp": round(100 * (after - before), 2), "train_steps": recipe.step,
+                "train_seconds": round(trained_s, 1), "budget_s": budget_s,
+                "train_reward_first5": statistics.fmean(r["reward"] for r in recs[:5]),
+                "train_reward_last5": statistics.fmean(r["reward"] for r in recs[-5:])}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _in_child(fn, *args):
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        return pool.apply(fn, args)
+
+
+def run(ws, quick: bool = False, steps: int | None = None, warmup: int = 1, learning: bool = False,
+        budget_s: float = 600.0, threads: int | None = None, **_ignored) -> dict:
+    steps = steps or (2 if quick else 4)
+    result: dict = {"work": {"model": BASE, "finetune": "full", "prompts": 8, "completions_per_prompt": 4,
+                             "max_new_tokens": 32, "single_turn": True, "timed_steps": steps, "warmup_steps": warmup}}
+    pure = _in_child(_run_engine, "pure_pt", steps, warmup, threads)
+    trl = _in_child(_run_engine, "trl", steps, warmup, threads)
+    ratio = pure["sec_per_step"] / trl["sec_per_step"]
+    result.update(pure=pure, trl=trl, pure_over_trl_sec_per_step=round(ratio, 3), target="<= 0.5",
+                  target_met=ratio <= 0.5)
+    print(f"{'engine':8} {'device':6} {'sec/step':>9} {'tok/s':>8} {'peak MB':>9} {'reward':>7}")
+    for r in (pure, trl):
+        print(f"{r['engine']:8} {r['device']:6} {r['sec_per_step']:9.2f} {r['completion_tokens_per_s']:8.1f} "
+              f"{r['peak_memory_mb']:9.0f} {r['mean_reward']:7.3f}")
+    print(f"pure / trl sec/step = {ratio:.3f} (target <= 0.5: {'met' if ratio <= 0.5 else 'NOT met'})")
+    if learning:
+        lc = _in_child(_learning_check, float(budget_s), threads)
+        result["learning"] = lc
+        print(f"learning check: held-out accuracy {lc['accuracy_before']:.3f} -> {lc['accuracy_after']:.3f} "
+              f"({lc['delta_pp']:+.1f} pp) after {lc['train_steps']} GRPO steps in {lc['train_seconds']}s")
+    return result
