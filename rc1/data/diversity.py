@@ -108,7 +108,8 @@ def find_duplicates(items: list[dict], sets: list[np.ndarray], sigs: np.ndarray,
 
     dups = []
     seen: dict[tuple, str] = {}
-    lsh = MinHashLSH(threshold=threshold, num_perm=sg.num_perm)
+    # candidates at a lower LSH threshold (few false negatives), then the exact Jaccard decides
+    lsh = MinHashLSH(threshold=max(0.5, threshold - 0.2), num_perm=sg.num_perm)
     for i, it in enumerate(items):
         key = (it.get("task"), _norm(it.get("question", "")), _norm(str(it.get("answer", ""))))
         if key in seen:

@@ -104,6 +104,8 @@ def gen_gsm8k(rng: random.Random, level: str) -> dict:
     clar = None
     for k in range(steps):
         op = rng.choice(ops_pool)
+        if value < 4 and op not in ("add", "mul", "pack"):
+            op = "add"  # keep every intermediate amount positive
         when = rng.choice(V.TIME_WORDS)
         lead = rng.choice(connect) + ", " if level == "hard" else (rng.choice(connect) + " " if level == "medium" and rng.random() < .5 else "")
         subj = she if (level != "easy" and rng.random() < 0.7) else name
@@ -163,7 +165,7 @@ def gen_gsm8k(rng: random.Random, level: str) -> dict:
                 pres, past = rng.choice(V.RELEASE)
                 sent = f"{lead}{when} {subj} {past} {pct}% of the {obj}."
                 new = value - n
-                lit, para = (f"{_cap(subj)} {past} {pct}% of the {obj}: {value} x {pct} / 100 = {n}, and "
+                lit, para = (f"{_cap(subj)} {past} {pct}% of the {obj}: {pct}% of {value} = {n}, and "
                              f"{value} - {n} = {new}.", f"{pct}% of {value} is {n}; {value} - {n} = {new}.")
                 ops += 2
         else:  # share: give each of k friends m items
@@ -291,17 +293,28 @@ def gen_hotpotqa(rng: random.Random, level: str) -> dict:
     sf = [[title, 0] for title, _ in support_docs]
     record = {"_id": None, "question": question, "answer": answer, "type": qtype, "level": level,
               "supporting_facts": sf, "context": context}  # distractors are added by add_distractors()
-    # clarification: drop the name the question hinges on (the user knows which one they mean)
+    # clarification. If the question names the institution but not its founder, the encyclopedia gets a
+    # namesake (same name, another town, another founder born elsewhere): the question is ambiguous until
+    # the user says which one. Otherwise the name the question hinges on is left out.
     clar = None
-    for needle, vague, detail in (
-            (f"the {orgname}", rng.choice(["a certain institution", "an institution I have in mind"]),
-             rng.choice([f"I mean the {orgname} in {otown}.", f"It is the {orgname}."])),
-            (founder, "a person I have in mind", f"The person is {founder}."),
-            (rival if qtype == "comparison" else "\0", "another person I am thinking of",
-             f"The other person is {rival if qtype == 'comparison' else ''}.")):
-        if needle in question:
-            clar = {"question": question.replace(needle, vague), "hidden_detail": detail}
-            break
+    if orgname in question and founder not in question:
+        twin_town, twin_founder = V.place(rng), V.person(rng)
+        twin_year = fyear + rng.choice([-1, 1]) * rng.randint(3, 40)
+        twin_pages = [[f"{orgname} ({twin_town})", [f"The {orgname} in {twin_town} was founded by {twin_founder} in "
+                                                    f"{twin_year}."]],
+                      [twin_founder, [f"{twin_founder} was born in {V.place(rng)} in {twin_year - rng.randint(25, 60)}."]]]
+        clar = {"question": question, "hidden_detail": rng.choice([f"I mean the {orgname} in {otown}.",
+                                                                  f"The one in {otown}.",
+                                                                  f"It is the {orgname} located in {otown}."]),
+                "rename": {orgname: f"{orgname} ({otown})"}, "extra_pages": twin_pages}
+    else:
+        for needle, vague, detail in (
+                (founder, "a person I have in mind", f"The person is {founder}."),
+                (rival if qtype == "comparison" else "\0", "another person I am thinking of",
+                 f"The other person is {rival if qtype == 'comparison' else ''}.")):
+            if needle in question:
+                clar = {"question": question.replace(needle, vague), "hidden_detail": detail}
+                break
     return {"source": record, "level": level, "steps": 0, "hops": hops, "entities": ents, "clarify": clar,
             "_person_pages": [(support_docs[k][0], name, year) for k, (name, year) in later]}
 
@@ -498,6 +511,8 @@ def generate(task: str, rng: random.Random, level: str, attempts: int = 16, clar
     supporting text, a hard one paraphrases it away. The metric itself is recomputed later, never copied.
     """
     lo, hi = OVERLAP_BAND[level]
+    if clarify:  # a clarify item lacks a detail its support states: allow it less overlap, never below FLOOR
+        lo = min(lo, FLOOR)
     mid = (lo + hi) / 2
     best, best_gap = None, None
     for _ in range(attempts):

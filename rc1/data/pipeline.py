@@ -38,6 +38,7 @@ DIFFICULTY_REPORT = "reports/rc1/difficulty_report.json"
 TRAIN_MIN = "data/train_min.jsonl"
 EVAL_MIN = "data/eval_min.jsonl"
 PARALLEL_FROM = 4000
+VALIDATE_FIELDS = ("id", "task", "template", "role", "style", "messages", "question", "answer")
 
 
 def metrics_path_for(pool: str) -> str:
@@ -190,7 +191,8 @@ def validate_pool_file(ws: Workspace, pool: str | Path, *, shadow: str | Path | 
                        th: PoolGate | None = None, base: str | None = None) -> dict:
     th = th or PoolGate()
     pool_p = ws.path(pool)
-    items = read_jsonl(pool_p)
+    # only the fields the checks read: keeps 300k-item pools within memory
+    items = [{k: it[k] for k in VALIDATE_FIELDS if k in it} for it in iter_jsonl(pool_p)]
     check_items(pool_p, items)
     shadow_p = ws.path(shadow) if shadow else None
     shadow_items = read_jsonl(shadow_p) if shadow_p is not None and shadow_p.exists() else None

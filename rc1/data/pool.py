@@ -132,6 +132,14 @@ def make_item(task: str, rng: random.Random, p: BuildParams, templates: list[Tem
         core = normalize(task, gen["source"])
     clar = gen["clarify"] if (want_clar and gen["clarify"]) else None
     question = clar["question"] if clar else core["question"]
+    if clar and clar.get("rename"):  # ambiguity by a namesake page (see generators.gen_hotpotqa)
+        ren = clar["rename"]
+        core = dict(core, meta=dict(core["meta"]))
+        core["corpus"] = [dict(d, title=ren.get(d["title"], d["title"])) for d in core["corpus"]]
+        core["corpus"] += [{"title": t, "text": " ".join(s)} for t, s in clar["extra_pages"]]
+        rng.shuffle(core["corpus"])
+        core["meta"]["supporting_facts"] = [[ren.get(t, t), i] for t, i in core["meta"]["supporting_facts"]]
+        core["meta"]["support_titles"] = sorted({t for t, _ in core["meta"]["supporting_facts"]})
 
     # what the prompt shows vs what must be looked up (wiki) or computed (calc)
     lookups: list[str] = []

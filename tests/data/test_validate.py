@@ -1,0 +1,143 @@
+"""Pool validation: the checks fail on the pools they exist to stop, with the offending items named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.data.conftest import run_cli
+
+POOL = "data/rollouts/rc1_seed.jsonl"
+
+
+def _validate(ws, pool=POOL, *extra):
+    res = run_cli(ws, "data", "validate-pool", pool, "--report", "reports/div.json", *extra)
+    rep = json.loads(ws.path("reports/div.json").read_text()) if ws.path("reports/div.json").exists() else None
+    return res, rep
+
+
+def _checks(rep):
+    return {c["name"]: c for c in rep["checks"]}
+
+
+def _write(ws, rel, items):
+    from rc1.data.io import write_jsonl
+
+    write_jsonl(ws.path(rel), items)
+
+
+def test_generated_pool_passes_every_check(small_ws):
+    res, rep = _validate(small_ws)
+    assert res.exit_code == 0, res.output
+    c = _checks(rep)
+    assert c["distinct-2"]["measured"] >= 0.60
+    assert c["3-gram KL vs v1"]["measured"] >= 0.15
+    assert rep["tokenizer"] and rep["inputs"]["pool"]["sha256"]
+    assert small_ws.path("reports/div.json.sha256").exists()
+
+
+def test_a_pasted_shadow_item_is_a_leak_named_in_the_report(small_ws):
+    from rc1.data.io import read_jsonl
+
+    items = read_jsonl(small_ws.path(POOL))
+    shadow = read_jsonl(small_ws.path("data/shadow_eval_245.jsonl"))
+    pasted = dict(shadow[17], id="pasted-from-shadow")
+    _write(small_ws, "data/leaky.jsonl", items[:700] + [pasted] + items[700:])
+    res, rep = _validate(small_ws, "data/leaky.jsonl")
+    assert res.exit_code == 3
+    leak = _checks(rep)["leak vs shadow set (max 5-gram similarity)"]
+    assert not leak["passed"] and "pasted-from-shadow" in leak["detail"]
+    assert rep["leak"]["offenders"][0]["id"] == "pasted-from-shadow"
+    assert rep["leak"]["offenders"][0]["shadow_id"] == shadow[17]["id"]
+    assert "pasted-from-shadow" in res.output
+
+
+def test_five_percent_duplicates_fail_the_duplicate_check(small_ws):
+    from rc1.data.io import read_jsonl
+
+    items = read_jsonl(small_ws.path(POOL))
+    # 5 %: 75 copies - half exact, half near (one word of the question changed)
+    copies = []
+    longer = [it for it in items if len(it["question"].split()) >= 20]
+    for k, it in enumerate(longer[:75]):
+        c = dict(it, id=f"copy-{k}")
+        if k % 2:  # one extra word at the end: 5-gram Jaccard n/(n+1) >= 0.94
+            c["question"] = it["question"] + " Thanks"
+        copies.append(c)
+    _write(small_ws, "data/dups.jsonl", items + copies)
+    res, rep = _validate(small_ws, "data/dups.jsonl")
+    assert res.exit_code == 3
+    dup = _checks(rep)["duplicates after dedup (%)"]
+    assert not dup["passed"] and dup["measured"] > 2.0
+    flagged = {d["id"] for d in rep["duplicates"]["items"]}
+    assert {f"copy-{k}" for k in range(0, 75, 2)} <= flagged  # every exact copy is named
+    assert {f"copy-{k}" for k in range(1, 75, 2)} <= flagged  # and every near copy
+
+
+def test_a_single_template_pool_fails_diversity(small_ws):
+    from rc1.data.pipeline import build_pool_file
+    from rc1.data.pool import BuildParams
+    from rc1.data.templates import load_pack
+
+    import shutil
+    one = small_ws.path("one_template")
+    shutil.rmtree(one, ignore_errors=True)
+    one.mkdir()
+    pack = json.loads(small_ws.path("templates/pack_v2/gsm8k.json").read_text())
+    pack["templates"] = pack["templates"][:1]
+    (one / "gsm8k.json").write_text(json.dumps(pack))
+    assert len(load_pack(one, tasks=("gsm8k",))["gsm8k"]) == 1
+    build_pool_file(small_ws, BuildParams(n=600, mix={"gsm8k": 1.0}, templates_dir=one, seed=5), "data/one.jsonl")
+    res, rep = _validate(small_ws, "data/one.jsonl")
+    assert res.exit_code == 3
+    c = _checks(rep)
+    assert not c["roles covered"]["passed"] and not c["styles covered"]["passed"]
+    assert not c["task mix max deviation (pp)"]["passed"]
+
+
+def test_missing_v1_or_shadow_fails_naming_the_command(small_ws):
+    res, rep = _validate(small_ws, POOL, "--v1", "data/none.jsonl", "--shadow", "data/none2.jsonl")
+    assert res.exit_code == 3
+    c = _checks(rep)
+    assert "rc1 data build-pool --version v1" in c["3-gram KL vs v1"]["detail"]
+    assert "rc1 data shadow-set" in c["leak vs shadow set"]["detail"]
+
+
+def test_malformed_jsonl_line_names_file_and_line(small_ws):
+    p = small_ws.path("data/broken.jsonl")
+    lines = small_ws.path(POOL).read_text().splitlines()[:5]
+    lines.insert(3, '{"id": "x", "task": ')
+    p.write_text("\n".join(lines) + "\n")
+    small_ws.path("reports/broken.json").unlink(missing_ok=True)
+    res = run_cli(small_ws, "data", "validate-pool", "data/broken.jsonl", "--report", "reports/broken.json")
+    assert res.exit_code == 2
+    assert "broken.jsonl:4: malformed JSON line" in res.output
+    assert not small_ws.path("reports/broken.json").exists()
+
+
+def test_kl_is_small_between_two_pools_of_one_generator(small_ws):
+    from rc1.data import diversity as DV
+    from rc1.data.io import read_jsonl
+
+    items = read_jsonl(small_ws.path(POOL))
+    a, b = [DV.user_text(it) for it in items[:700]], [DV.user_text(it) for it in items[700:1400]]
+    same = DV.kl_divergence(DV.trigram_counts(a), DV.trigram_counts(b))
+    v1 = [DV.user_text(it) for it in read_jsonl(small_ws.path("data/rollouts/rc1_v1.jsonl"))[:700]]
+    assert DV.kl_divergence(DV.trigram_counts(a), DV.trigram_counts(v1)) > same
+
+
+@pytest.mark.parametrize("limit", [0.85])
+def test_signatures_equal_datasketch_minhash(limit):
+    import xxhash
+    from datasketch import MinHash
+
+    from rc1.data import diversity as DV
+    from rc1.data.text import words
+
+    text = "Mira bought 14 crates of plums at a market in Tallowbrook and then sold 3 of them to Osei."
+    w = words(text)
+    ref = MinHash(num_perm=64, seed=1, scheme="legacy", hashfunc=lambda b: xxhash.xxh64_intdigest(b) & 0xffffffff)
+    ref.update_batch([" ".join(w[i:i + 5]).encode() for i in range(len(w) - 4)])
+    sg = DV.Signatures()
+    assert (sg.compute([DV.shingles(text)])[0] == ref.hashvalues).all()
