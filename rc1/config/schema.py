@@ -211,6 +211,7 @@ class EvalSection(Strict):
     n_shadow: int | None = Field(None, ge=1, description="limit eval to the first N shadow items (None = all)")
     metric: str = Field("success", description="metric that picks best/")
     max_new_tokens: int | None = Field(None, ge=1)
+    dtype: Literal["auto", "fp32", "bf16"] = Field("auto", description="eval inference dtype; auto = the device policy")
 
 
 class CallbackSpec(Strict):

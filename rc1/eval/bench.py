@@ -3,7 +3,7 @@
 Default: the embedded SmolLM2-135M on 16 items (the shadow set's first items when the workspace
 has one, else freshly generated pool items), at batch size 16, max_new_tokens 48 (as
 configs/local.yaml). `--quick`: 8 items, batch size 8. Options (`--set KEY=VALUE`): model, n,
-batch_sizes (list), max_new_tokens, threads.
+batch_sizes (list), max_new_tokens, threads, dtype (fp32 | bf16).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def _items(ws: Workspace, n: int) -> tuple[list[dict], str]:
 
 
 def run(ws: Workspace, quick: bool = False, *, model: str = DEFAULT_MODEL, n: int | None = None,
-        batch_sizes: list[int] | None = None, max_new_tokens: int = 48, threads: int | None = None, **_ignored) -> dict:
+        batch_sizes: list[int] | None = None, max_new_tokens: int = 48, threads: int | None = None,
+        dtype: str = "fp32", **_ignored) -> dict:
     import torch
 
     from rc1.config.schema import TrainConfig
@@ -44,7 +45,12 @@ def run(ws: Workspace, quick: bool = False, *, model: str = DEFAULT_MODEL, n: in
         torch.set_num_threads(int(threads))
     cfg = TrainConfig.model_validate({"model": {"base": model, "lora": {"enable": False}}, "finetune": {"method": "full"}})
     t0 = time.perf_counter()
-    mdl, tok = load_model(cfg, device=torch.device("cpu"), dtype=torch.float32, for_training=False)
+    if dtype not in ("fp32", "bf16"):
+        from rc1.runtime.errors import ConfigError
+
+        raise ConfigError(f"--set dtype={dtype!r}: expected fp32 or bf16")
+    torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
+    mdl, tok = load_model(cfg, device=torch.device("cpu"), dtype=torch_dtype, for_training=False)
     load_s = time.perf_counter() - t0
     items, source = _items(ws, n)
     rows = []
@@ -63,8 +69,8 @@ def run(ws: Workspace, quick: bool = False, *, model: str = DEFAULT_MODEL, n: in
                      "mean_turns": round(sum(e.turns for e in eps) / len(eps), 3),
                      "truncated": sum(bool(e.truncated) for e in eps)})
     result = {"area": "eval", "model": model, "items": len(items), "source": source, "max_new_tokens": max_new_tokens,
-              "threads": torch.get_num_threads(), "device": "cpu", "model_load_s": round(load_s, 2), "runs": rows}
-    print(f"eval throughput: {model}, {len(items)} items ({source}), max_new_tokens {max_new_tokens}, "
+              "dtype": dtype, "threads": torch.get_num_threads(), "device": "cpu", "model_load_s": round(load_s, 2), "runs": rows}
+    print(f"eval throughput: {model} ({dtype}), {len(items)} items ({source}), max_new_tokens {max_new_tokens}, "
           f"{result['threads']} threads, model load {load_s:.1f} s")
     print(f"{'batch':>6} {'episodes':>9} {'seconds':>8} {'ep/s':>7} {'tok/s':>7} {'turns':>6} {'trunc':>6}")
     for r in rows:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from rc1.eval.metrics import EpisodeRecord, compare, metric_value, summarize
+from rc1.eval.metrics import EpisodeRecord, compare, flat_split, metric_value, summarize
 from rc1.runtime.atomic import _fsync_dir, append_line, atomic_write_json
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json, verify_artifact
@@ -85,9 +85,10 @@ def eval_sets(ws: Workspace, cfg: "TrainConfig", n: int | None = None) -> dict[s
     return out
 
 
-def generation_settings(cfg: "TrainConfig", batch_size: int = DEFAULT_BATCH) -> dict:
+def generation_settings(cfg: "TrainConfig", batch_size: int = DEFAULT_BATCH, dtype=None) -> dict:
     return {"greedy": True, "num_generations": 1, "max_new_tokens": cfg.eval.max_new_tokens or cfg.model.max_new_tokens,
-            "seed": cfg.run.seed, "batch_size": batch_size, "max_turns": None}
+            "seed": cfg.run.seed, "batch_size": batch_size, "max_turns": None,
+            "dtype": str(dtype).replace("torch.", "") if dtype is not None else cfg.eval.dtype}
 
 
 def _code_sha() -> str:
@@ -113,6 +114,10 @@ def _torch_setup(cfg: "TrainConfig"):
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     device = get_device(cfg.run.device_pref)
+    if cfg.eval.dtype == "bf16":  # inference only: about 2x faster prefill on CPUs with AVX512-BF16/AMX
+        return device, torch.bfloat16
+    if cfg.eval.dtype == "fp32":
+        return device, torch.float32
     return device, dtype_for(device, cfg.run.mixed_precision)
 
 
@@ -318,9 +323,9 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
 
     metric_value(cfg.eval.metric, summarize([]))  # unknown metric -> ConfigError before any generation
     sets = eval_sets(ws, cfg, n)
-    gen = generation_settings(cfg, batch_size)
     ckpt = None if base_only else resolve_checkpoint(ws, cfg, checkpoint or "latest")
     device, dtype = _torch_setup(cfg)
+    gen = generation_settings(cfg, batch_size, dtype)
     if progress:
         progress(f"items: " + ", ".join(f"{k} {len(v['items'])}" for k, v in sets.items()) + f"; device {device}")
     base, base_thr = base_records(ws, cfg, sets, gen, device, dtype, progress)
@@ -332,9 +337,11 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
         del model
     results = {}
     for name in sets:
-        results[name] = {"base": summarize(base[name]),
-                         "trained": summarize(trained[name]) if trained else None,
-                         "delta": compare(base[name], trained[name]) if trained else None}
+        sb = summarize(base[name])
+        st = summarize(trained[name]) if trained else None
+        d = compare(base[name], trained[name]) if trained else None
+        results[name] = {"base": sb, "trained": st, "delta": d,
+                         "split": {"base": flat_split(sb, None), "trained": flat_split(st, d) if st else None}}
     ts = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
     out = ws.reports / f"ppo_eval_{ts}.json"
     k = 1

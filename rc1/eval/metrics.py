@@ -156,6 +156,27 @@ def clarification_pr(records: Sequence[EpisodeRecord]) -> dict:
             "precision": proportion(tp, len(asked)), "recall": proportion(tp, len(needed))}
 
 
+def _behaviour(rs: Sequence[EpisodeRecord]) -> dict:
+    not_needed = [r for r in rs if not r.needs_clarification]
+    mean, ci = mean_ci([r.turns for r in rs])
+    return {"overclar": proportion(sum(r.asked for r in not_needed), len(not_needed)),
+            "avg_turns": {"mean": mean, "ci95": list(ci) if ci else None}}
+
+
+def flat_split(summary: dict, delta: dict | None) -> dict:
+    """The seeds' flat names: success_<bucket>, delta_pp_<bucket>, overclar_rate_<bucket>, avg_turns_<bucket>."""
+    out = {}
+    for b in BUCKETS:
+        if b not in summary["by_bucket"]:
+            continue
+        out[f"success_{b}"] = summary["by_bucket"][b]["rate"]
+        out[f"overclar_rate_{b}"] = summary["by_bucket_behaviour"][b]["overclar"]["rate"]
+        out[f"avg_turns_{b}"] = summary["by_bucket_behaviour"][b]["avg_turns"]["mean"]
+        if delta and b in delta["by_bucket"]:
+            out[f"delta_pp_{b}"] = delta["by_bucket"][b]["delta_pp"]
+    return out
+
+
 def summarize(records: Sequence[EpisodeRecord]) -> dict:
     """Every metric of one model on one item set."""
     rs = list(records)
@@ -174,6 +195,9 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict:
         "avg_turns": {"mean": turns_mean, "ci95": list(turns_ci) if turns_ci else None},
         "avg_tool_hops": {"mean": hops_mean, "ci95": list(hops_ci) if hops_ci else None},
         "truncated": proportion(sum(r.truncated for r in rs), len(rs)),
+        # seed 003 §4.3: the difficulty split also covers over-clarification and turns
+        "by_bucket_behaviour": {b: _behaviour([r for r in rs if r.bucket == b]) for b in BUCKETS
+                                if any(r.bucket == b for r in rs)},
         "clarification": {"all": clarification_pr(rs),
                           **{t: clarification_pr([r for r in rs if r.task == t]) for t in TASKS
                              if any(r.task == t for r in rs)}},

@@ -274,6 +274,44 @@ def _behaviour_table(held: dict) -> list[str]:
     return lines
 
 
+def _split_table(held: dict) -> list[str]:
+    """Seed 003 §4.3: success, delta, over-clarification and turns per difficulty bucket."""
+    base, trained, delta = held["base"], held.get("trained"), held.get("delta") or {}
+    lines = ["| bucket | success base | success trained | delta | over-clar. base | over-clar. trained | "
+             "avg turns base | avg turns trained |", "|---|---|---|---|---|---|---|---|"]
+    for b in BUCKETS:
+        if b not in base.get("by_bucket_behaviour", {}):
+            continue
+        bb, tb = base["by_bucket_behaviour"][b], (trained or {}).get("by_bucket_behaviour", {}).get(b)
+        d = (delta.get("by_bucket") or {}).get(b)
+        lines.append(f"| {b} | {fmt_pct(base['by_bucket'][b]['rate'])} | "
+                     f"{fmt_pct(trained['by_bucket'][b]['rate']) if trained else 'n/a'} | "
+                     f"{fmt_pp(d['delta_pp']) if d else 'n/a'} | {fmt_pct(bb['overclar']['rate'])} | "
+                     f"{fmt_pct(tb['overclar']['rate']) if tb else 'n/a'} | {fmt_num(bb['avg_turns']['mean'])} | "
+                     f"{fmt_num(tb['avg_turns']['mean']) if tb else 'n/a'} |")
+    return lines
+
+
+def _gate_section(ws: Workspace, cfg: "TrainConfig") -> list[str]:
+    """The RC1 gate's checks on this same eval report (the gate is pure: it only reads files)."""
+    from rc1.config.load import load_gates_config
+    from rc1.gates.base import GateContext
+    from rc1.gates.rc1_eval import evaluate
+
+    try:
+        gates = load_gates_config(cfg.gates, ws)
+    except ConfigError as exc:
+        return [f"RC1 gate not evaluated: {exc.message}"]
+    res = evaluate(GateContext(ws=ws, gates=gates, round="rc1_eval", config=cfg))
+    lines = [f"Gates profile `{gates.profile}` (`{cfg.gates}`): **{'PASS' if res.passed else 'FAIL'}**", "",
+             "| check | measured | threshold | result | detail |", "|---|---|---|---|---|"]
+    for c in res.checks:
+        m = f"{c.measured:.4g}" if isinstance(c.measured, float) else str(c.measured)
+        lines.append(f"| {c.name} | {m} | {c.threshold} | {'pass' if c.passed else 'FAIL'} | "
+                     f"{c.detail.replace('|', '/')} |")
+    return lines
+
+
 def _clarification_table(held: dict) -> list[str]:
     lines = ["| task | model | asked | needed | precision [95% CI] | recall [95% CI] |", "|---|---|---|---|---|---|"]
     for who in ("base", "trained"):
@@ -366,6 +404,8 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
     lines += _success_table(held) + [""]
     if "bucket_success" in plots:
         lines += [f"![success by bucket and task]({plots['bucket_success']})", ""]
+    lines += ["### By difficulty bucket", ""] + _split_table(held) + [""]
+    lines += ["## RC1 gate (eval -> scale_1000) on this report", ""] + _gate_section(ws, cfg) + [""]
     lines += ["## Clarification behaviour and turns", ""] + _behaviour_table(held) + [""]
     lines += ["### Clarification policy precision / recall", ""] + _clarification_table(held) + [""]
     for other, res in rep["results"].items():

@@ -125,3 +125,11 @@ def test_checkpoint_weights_full_and_lora_adapter_are_applied(tiny_ws):
     assert merged.rc1_loaded["merged_adapter"] and merged.rc1_loaded["weights_file"] == ADAPTER_FILE
     w = dict(merged.named_parameters())[name]
     assert w.shape == ref.shape and not torch.allclose(w, ref)  # base + B @ A * scaling
+
+
+def test_eval_bench_reports_episodes_per_second(tiny_ws):
+    from rc1.eval.bench import run
+
+    out = run(tiny_ws, quick=True, model="random:qwen3-tiny", n=4, batch_sizes=[2, 4], max_new_tokens=4, dtype="bf16")
+    assert out["items"] == 4 and out["dtype"] == "bf16" and [r["batch_size"] for r in out["runs"]] == [2, 4]
+    assert all(r["episodes"] == 4 and r["episodes_per_s"] > 0 and r["generated_tokens"] > 0 for r in out["runs"])
