@@ -24,6 +24,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -33,13 +34,9 @@ from rc1.console.messages import (ActionFinished, GateProgress, LogLines, Metric
                                   TrainerUpdated, WorkspaceLoaded)
 from rc1.console.metrics_feed import MetricsFeed, MetricsSnapshot
 from rc1.console.plotting import render_plot
-from rc1.console.screens.checkpoints import CheckpointsScreen
 from rc1.console.screens.missing import MissingWorkspaceScreen
 from rc1.console.screens.modals import ConfirmScreen, ReportPicker, ResultScreen
 from rc1.console.screens.overview import OverviewScreen
-from rc1.console.screens.report_view import ReportViewScreen
-from rc1.console.screens.reports import ReportsScreen
-from rc1.console.screens.training import TrainingScreen
 from rc1.console.view import WorkspaceView, load_view
 from rc1.machine.table import forward_from
 from rc1.runtime.errors import Rc1Error
@@ -59,11 +56,30 @@ SCREENS = (("overview", "1", "Overview"), ("reports", "2", "Reports"), ("trainin
            ("checkpoints", "4", "Ckpts"))
 
 
+def _reports_screen() -> Screen:
+    # Screens not shown at start are imported on first use (Markdown, DataTable, Log): faster start.
+    from rc1.console.screens.reports import ReportsScreen
+
+    return ReportsScreen()
+
+
+def _training_screen() -> Screen:
+    from rc1.console.screens.training import TrainingScreen
+
+    return TrainingScreen()
+
+
+def _checkpoints_screen() -> Screen:
+    from rc1.console.screens.checkpoints import CheckpointsScreen
+
+    return CheckpointsScreen()
+
+
 class Rc1Console(App):
     CSS_PATH = "console.tcss"
     TITLE = "rc1 console"
-    MODES = {"overview": OverviewScreen, "reports": ReportsScreen, "training": TrainingScreen,
-             "checkpoints": CheckpointsScreen}
+    MODES = {"overview": OverviewScreen, "reports": _reports_screen, "training": _training_screen,
+             "checkpoints": _checkpoints_screen}
     DEFAULT_MODE = "overview"
     BINDINGS = [
         *[Binding(key, f"switch_mode('{mode}')", label) for mode, key, label in SCREENS],
@@ -92,6 +108,7 @@ class Rc1Console(App):
         self._plot_sizes: dict[str, tuple[int, int]] = {}
         self._sizes_lock = threading.Lock()
         self._sizes_changed = threading.Event()
+        self._plots_visible = threading.Event()  # render plots only while the Training screen shows
         self._wake_watch = threading.Event()
         self._wake_live = threading.Event()
 
@@ -135,19 +152,19 @@ class Rc1Console(App):
         worker = get_current_worker()
         feed = MetricsFeed(self.backend.metrics_path)
         self._post_metrics(feed.start())
+        render_plot([("warm-up", [0.0, 1.0], [0.0, 1.0])], 20, 6)  # import plotext before the first real plot
         log = _LogTail(self.backend.log_path)
         lines, reset = log.poll(initial=True)
         self.post_message(LogLines(lines, reset=True))
         next_trainer, last_trainer, max_steps, next_max = 0.0, None, None, 0.0
-        last_progress = time.monotonic()
         while not worker.is_cancelled:
             changed = feed.step()
-            if changed or self._sizes_changed.is_set():
+            if self._sizes_changed.is_set():
+                time.sleep(0.02)  # a screen lays out all its plots at once: render once for all sizes
                 self._sizes_changed.clear()
+                changed = True
+            if changed:
                 self._post_metrics(feed.snapshot())
-            elif feed.catching_up and time.monotonic() - last_progress > 1.0:
-                last_progress = time.monotonic()
-                self._post_metrics(feed.snapshot())  # the preview, with the scan's progress
             lines, reset = log.poll()
             if lines or reset:
                 self.post_message(LogLines(lines, reset=reset))
@@ -161,9 +178,8 @@ class Rc1Console(App):
                 if key != last_trainer:
                     last_trainer = key
                     self.post_message(msg)
-            if not feed.catching_up:
-                self._wake_live.wait(self.poll_interval)
-                self._wake_live.clear()
+            self._wake_live.wait(self.poll_interval)
+            self._wake_live.clear()
 
     def _trainer_message(self, max_steps: int | None) -> TrainerUpdated:
         try:
@@ -181,10 +197,18 @@ class Rc1Console(App):
 
     def _post_metrics(self, snap: MetricsSnapshot) -> None:
         with self._sizes_lock:
-            sizes = dict(self._plot_sizes)
+            sizes = dict(self._plot_sizes) if self._plots_visible.is_set() else {}
         plots = {title: render_plot(snap.series.get(title, []), w, h) for title, (w, h) in sizes.items()
                  if snap.series.get(title)}
         self.post_message(MetricsUpdated(snap, plots))
+
+    def set_plots_visible(self, visible: bool) -> None:
+        if visible:
+            self._plots_visible.set()
+            self._sizes_changed.set()  # draw what arrived while hidden
+            self._wake_live.set()
+        else:
+            self._plots_visible.clear()
 
     def set_plot_size(self, title: str, width: int, height: int) -> None:
         with self._sizes_lock:
@@ -195,29 +219,33 @@ class Rc1Console(App):
         self._wake_live.set()
 
     # -- messages from workers -----------------------------------------------------------------
-    def _screens_with(self, method: str) -> Iterable[Screen]:
-        """Screens of the current mode that show this kind of update (others refresh on resume)."""
-        return [s for s in self.screen_stack if s.is_mounted and hasattr(s, method)]
+    def _update_screens(self, method: str, *args) -> None:
+        """Call `method` on the screens of the current mode that have it (others refresh on resume)."""
+        for screen in self.screen_stack:
+            if getattr(screen, "ready", False) and hasattr(screen, method):
+                try:
+                    getattr(screen, method)(*args)
+                except NoMatches:  # the screen is being torn down (app exiting): nothing to show on
+                    pass
 
     def on_workspace_loaded(self, message: WorkspaceLoaded) -> None:
         self.view = message.view
         if message.view.problem and not isinstance(self.screen, MissingWorkspaceScreen):
             self.push_screen(MissingWorkspaceScreen(message.view.problem, self.backend.ws.root.name))
             return
-        for screen in self._screens_with("show_view"):
-            screen.show_view(message.view)
+        self._update_screens("show_view", message.view)
 
     def on_metrics_updated(self, message: MetricsUpdated) -> None:
+        if not message.plots and self.metrics is not None and self._plots_visible.is_set():
+            message.plots = self.metrics[1]  # drawn while hidden: keep the last plots until redrawn
         self.metrics = (message.snapshot, message.plots)
-        for screen in self._screens_with("show_metrics"):
-            screen.show_metrics(message.snapshot, message.plots)
+        self._update_screens("show_metrics", message.snapshot, message.plots)
 
     def on_log_lines(self, message: LogLines) -> None:
         if message.reset:
             self.log_lines.clear()
         self.log_lines.extend(message.lines)
-        for screen in self._screens_with("add_log_lines"):
-            screen.add_log_lines(message.lines, message.reset)
+        self._update_screens("add_log_lines", message.lines, message.reset)
 
     def on_trainer_updated(self, message: TrainerUpdated) -> None:
         before = self.trainer.status if self.trainer else None
@@ -226,8 +254,7 @@ class Rc1Console(App):
             report = getattr(message.status, "last_error_report", None)
             self.activity = Text(f"trainer stopped{f'; ERROR report {report}' if report else ''} — "
                                  "f: failpack, r: resume", style="bold yellow")
-        for screen in self._screens_with("show_trainer"):
-            screen.show_trainer(message)
+        self._update_screens("show_trainer", message)
 
     def on_gate_progress(self, message: GateProgress) -> None:
         self.activity = Text(f"⏳ {message.text}", style="yellow")
@@ -242,6 +269,8 @@ class Rc1Console(App):
             self.notify("\n".join(message.lines), title=message.title, severity="information" if message.ok else "error")
 
     def on_report_opened(self, message: ReportOpened) -> None:
+        from rc1.console.screens.report_view import ReportViewScreen
+
         self.push_screen(ReportViewScreen(message.rel, message.doc, message.error))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

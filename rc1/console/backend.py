@@ -55,6 +55,16 @@ def _import(module: str):
         raise
 
 
+def _advance_in_child(root: str, target: str, config_path: str | None, progress: Callable[[str], None]):
+    from rc1.machine.service import advance
+
+    def on_gate(gate: str, results: list) -> None:
+        ok = bool(results) and all(r.passed for r in results)
+        progress(f"gate {gate}: {'passed' if ok else 'refused'}")
+
+    return advance(Workspace(Path(root)), target, config_path, progress=progress, on_gate=on_gate)
+
+
 class ConsoleBackend:
     """Core calls for one workspace. Read calls are cheap; action calls may block (run them in workers)."""
 
@@ -104,9 +114,10 @@ class ConsoleBackend:
 
     def advance(self, target: str, progress: Callable[[str], None] | None = None,
                 on_gate: Callable[[str, list], None] | None = None):
-        from rc1.machine.service import advance
+        """`rc1 advance --to target`, run in a child process (gates are CPU-bound Python)."""
+        from rc1.console.procs import call_in_process
 
-        return advance(self.ws, target, self.config_path, progress=progress, on_gate=on_gate)
+        return call_in_process(_advance_in_child, (str(self.ws.root), target, self.config_path), progress)
 
     # -- operations ----------------------------------------------------------------------------
     def failpack(self) -> Path:

@@ -2,7 +2,8 @@
 
 Runs on a worker thread. A 100k-line metrics.jsonl takes seconds to parse in full, so a large
 file is first shown from an evenly spaced sample of its lines plus its exact tail (fast), while
-the full scan continues in the background and then replaces the preview. Corrupt or partial
+the full scan runs in a child process (parsing in a thread would starve the UI of the GIL) and
+then replaces the preview; from there on the file is tailed incrementally. Corrupt or partial
 lines are skipped and counted by `MetricsTail`; the count is shown.
 """
 
@@ -29,7 +30,7 @@ PLOTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # Prefixes whose plain name is used when the plain key is absent (e.g. train/loss -> loss).
 GROUP_PREFIXES = ("train/", "rollout/", "gate/", "perf/")
 SERIES_CAP = 8192        # points kept per series; beyond it, every other point is dropped and the stride doubles
-PLOT_POINTS = 96         # points per series handed to plotext (bucket means)
+PLOT_POINTS = 64         # points per series handed to plotext (bucket means; a plot is ~25 cells x 2 sub-columns)
 FULL_READ_BYTES = 2 << 20   # files up to this size are read in full before the first render
 SAMPLE_LINES = 1200      # lines sampled from a larger file for the preview
 TAIL_BYTES = 128 << 10   # exact tail read for the preview
@@ -144,7 +145,6 @@ class MetricsSnapshot:
     last: dict            # latest value of every key
     sec_per_step: float | None
     exact: bool           # False while a large file is shown from a sample
-    scanned_fraction: float = 1.0
     file_exists: bool = True
 
 
@@ -157,6 +157,7 @@ class MetricsFeed:
         self.store = MetricsStore()
         self.preview_store: MetricsStore | None = None
         self.preview_bad = 0
+        self._scan = None  # Future of the full scan (large files only)
 
     def size(self) -> int:
         try:
@@ -178,13 +179,19 @@ class MetricsFeed:
         return self.snapshot()
 
     def step(self) -> bool:
-        """Read what is new (or the next chunk of the full scan); True if the view changed."""
+        """Read what is new (or adopt the finished full scan); True if the view changed."""
         if self.preview_store is not None:
-            self.store.add_all(self.tail.poll(max_bytes=SCAN_CHUNK))
-            if self.tail.offset >= self.size():
-                self.preview_store = None  # the full scan caught up: exact from now on
-                return True
-            return False
+            from rc1.console.procs import submit
+
+            if self._scan is None:
+                self._scan = submit(scan_metrics, str(self.path), self.size(), SERIES_CAP, SCAN_CHUNK)
+                return False
+            if not self._scan.done():
+                return False
+            store, offset, partial, bad = self._scan.result()  # a failed scan raises here
+            self.store, self._scan, self.preview_store = store, None, None
+            self.tail = MetricsTail(self.path, offset=offset, bad_lines=bad, _partial=partial)
+            return True
         recs = self.tail.poll(max_bytes=SCAN_CHUNK)
         self.store.add_all(recs)
         return bool(recs)
@@ -193,9 +200,8 @@ class MetricsFeed:
         exists = self.path.exists()
         if self.preview_store is not None:
             st = self.preview_store
-            frac = min(1.0, self.tail.offset / max(1, self.size()))
             return MetricsSnapshot(st.plot_series(), st.records, self.preview_bad, dict(st.last),
-                                   st.sec_per_step(), exact=False, scanned_fraction=frac, file_exists=exists)
+                                   st.sec_per_step(), exact=False, file_exists=exists)
         st = self.store
         return MetricsSnapshot(st.plot_series(), st.records, self.tail.bad_lines, dict(st.last),
                                st.sec_per_step(), exact=True, file_exists=exists)
@@ -211,7 +217,9 @@ class MetricsFeed:
                 if off >= tail_start:
                     break
                 fh.seek(off)
-                buf = fh.read(16384)
+                buf = fh.read(4096)
+                if buf.count(b"\n") < 2:  # unusually long lines: read more
+                    buf += fh.read(1 << 16)
                 start = off
                 if off and not (off == next_free and next_free):
                     nl = buf.find(b"\n")
@@ -237,6 +245,19 @@ class MetricsFeed:
                 store.add(rec)
             bad += not ok
         return store, bad
+
+
+def scan_metrics(path: str, end: int, cap: int, chunk: int) -> tuple[MetricsStore, int, bytes, int]:
+    """Full scan up to at least byte `end` (in a child process): the store and the tail's state."""
+    global SERIES_CAP
+    SERIES_CAP = cap
+    tail, store = MetricsTail(Path(path)), MetricsStore()
+    while tail.offset < end:
+        before = tail.offset
+        store.add_all(tail.poll(max_bytes=chunk))
+        if tail.offset == before:
+            break
+    return store, tail.offset, tail._partial, tail.bad_lines
 
 
 def _parse(raw: bytes) -> tuple[dict | None, bool]:

@@ -34,7 +34,10 @@ class CheckpointsScreen(Screen):
         yield ActivityBar(id="activity")
         yield Footer(compact=True)
 
+    ready = False  # set once mounted with its children; the App updates only ready screens
+
     def on_mount(self) -> None:
+        self.ready = True
         self.sub_title = "checkpoints"
         table = self.query_one(DataTable)
         table.add_columns("run", "step", "size", "verified", "latest", "best", "path")

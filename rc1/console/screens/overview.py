@@ -77,7 +77,10 @@ class OverviewScreen(Screen):
         yield ActivityBar(id="activity")
         yield Footer(compact=True)
 
+    ready = False  # set once mounted with its children; the App updates only ready screens
+
     def on_mount(self) -> None:
+        self.ready = True
         self.query_one("#blockers").border_title = "blocks the next transition"
         self.query_one("#ops").border_title = "operations"
         self.query_one("#audit").border_title = "audit (latest first)"

@@ -52,7 +52,10 @@ class ReportsScreen(Screen):
         yield ActivityBar(id="activity")
         yield Footer(compact=True)
 
+    ready = False  # set once mounted with its children; the App updates only ready screens
+
     def on_mount(self) -> None:
+        self.ready = True
         self.sub_title = "reports"
         self.show_view(self.app.view)
 

@@ -59,7 +59,7 @@ def metrics_text(snap: MetricsSnapshot | None) -> Text:
     if snap.exact:
         out.append(f"{snap.records} records")
     else:
-        out.append(f"preview from {snap.records} sampled records; full scan {snap.scanned_fraction:.0%}", style="yellow")
+        out.append(f"preview from {snap.records} sampled records; full scan running", style="yellow")
     out.append("  corrupt/partial lines skipped: ")
     out.append(str(snap.bad_lines), style="bold red" if snap.bad_lines else "")
     keys = ("step", "loss", "kl", "reward", "entropy", "completion_len", "clip_frac")
@@ -83,14 +83,22 @@ class TrainingScreen(Screen):
         yield ActivityBar(id="activity")
         yield Footer(compact=True)
 
+    ready = False  # set once mounted with its children; the App updates only ready screens
+
     def on_mount(self) -> None:
+        self.ready = True
         self.sub_title = "training"
         self.query_one("#train-log").border_title = "logs/train.log"
         self.query_one("#metrics-info").border_title = "reports/metrics.jsonl"
+        self.app.set_plots_visible(True)
         self.refresh_all()
 
     def on_screen_resume(self) -> None:
+        self.app.set_plots_visible(True)
         self.refresh_all()
+
+    def on_screen_suspend(self) -> None:
+        self.app.set_plots_visible(False)
 
     def refresh_all(self) -> None:
         app = self.app

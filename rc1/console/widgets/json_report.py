@@ -1,7 +1,8 @@
 """Generic rendering of a JSON report, so fields added later still show.
 
 - scalars at one level -> a key/value table (nested scalar dicts flattened to dotted keys);
-- {label: number, ...} and {"bins"/"edges": [...], "counts": [...]} -> horizontal bars (histograms);
+- {"bins"/"edges": [...], "counts": [...]}, and {label: number, ...} under a histogram-like key
+  (hist, count, dist, mix, share, bucket, freq) -> horizontal bars;
 - {row: {col: number}} -> a 2-D table (e.g. per-task bucket shares);
 - a list of dicts -> a table with the union of their keys; a list of numbers -> n/min/mean/max.
 """
@@ -35,21 +36,29 @@ def fmt(v: Any) -> str:
     return s if len(s) <= 80 else s[:79] + "…"
 
 
-def _flatten_scalars(d: dict, prefix: str = "") -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+HIST_WORDS = ("hist", "count", "dist", "mix", "share", "bucket", "freq")
+
+
+def _hist_like(key: str) -> bool:
+    return any(w in key.lower() for w in HIST_WORDS)
+
+
+def _flatten_scalars(d: dict, prefix: str = "", hint: bool = False) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
     """(dotted scalar items, (dotted key, value) of everything that needs its own section)."""
     scalars, rest = [], []
     for k, v in d.items():
         key = f"{prefix}{k}"
         if _is_scalar(v):
             scalars.append((key, v))
-        elif isinstance(v, dict) and v and all(_is_scalar(x) for x in v.values()) and not _histogram(v):
+        elif (isinstance(v, dict) and v and all(_is_scalar(x) for x in v.values())
+              and not _histogram(v, hint or _hist_like(str(k)))):
             scalars += [(f"{key}.{k2}", v2) for k2, v2 in v.items()]
         else:
             rest.append((key, v))
     return scalars, rest
 
 
-def _histogram(v: Any) -> list[tuple[str, float]] | None:
+def _histogram(v: Any, hint: bool = False) -> list[tuple[str, float]] | None:
     if isinstance(v, dict):
         counts = v.get("counts")
         edges = v.get("edges", v.get("bins"))
@@ -61,7 +70,7 @@ def _histogram(v: Any) -> list[tuple[str, float]] | None:
                 else:
                     labels.append(fmt(edges[i]) if i < len(edges) else str(i))
             return list(zip(labels, [float(c) for c in counts]))
-        if len(v) >= 2 and all(_is_num(x) for x in v.values()) and len(v) <= MAX_ROWS:
+        if hint and len(v) >= 2 and all(_is_num(x) for x in v.values()) and len(v) <= MAX_ROWS:
             return [(str(k), float(x)) for k, x in v.items()]
     return None
 
@@ -130,9 +139,10 @@ def _list(v: list) -> RenderableType:
     return Text("\n".join(lines))
 
 
-def render_section(title: str, v: Any, depth: int = 0) -> list[RenderableType]:
+def render_section(title: str, v: Any, depth: int = 0, hint: bool = False) -> list[RenderableType]:
     head = Text(title, style="bold underline" if depth == 0 else "bold")
-    hist = _histogram(v)
+    hint = hint or _hist_like(title.rsplit(".", 1)[-1])
+    hist = _histogram(v, hint)
     if hist is not None:
         return [head, bars(hist)]
     if isinstance(v, list):
@@ -141,14 +151,14 @@ def render_section(title: str, v: Any, depth: int = 0) -> list[RenderableType]:
     if matrix is not None:
         return [head, matrix]
     if isinstance(v, dict):
-        return [head, *render_doc(v, depth + 1)]
+        return [head, *render_doc(v, depth + 1, hint)]
     return [head, Text(fmt(v))]
 
 
-def render_doc(doc: Any, depth: int = 0) -> list[RenderableType]:
+def render_doc(doc: Any, depth: int = 0, hint: bool = False) -> list[RenderableType]:
     if not isinstance(doc, dict):
         return render_section("value", doc, depth)
-    scalars, rest = _flatten_scalars(doc)
+    scalars, rest = _flatten_scalars(doc, hint=hint)
     out: list[RenderableType] = []
     if scalars:
         out.append(kv_table(scalars))
@@ -156,5 +166,5 @@ def render_doc(doc: Any, depth: int = 0) -> list[RenderableType]:
         if depth > 3:
             out.append(Text(f"{key}: {fmt(v)}"))
             continue
-        out += render_section(key, v, depth)
+        out += render_section(key, v, depth, hint)
     return out

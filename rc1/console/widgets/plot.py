@@ -10,8 +10,8 @@ from rc1.console.plotting import color_of
 
 
 # Short names for the per-dimension reward plot (its caption has one row for seven names).
-ABBREV = {"correctness": "corr", "reasoning": "reas", "grounding": "grnd", "clarity": "clty",
-          "conciseness": "conc", "format": "fmt", "clarification": "clrf"}
+ABBREV = {"correctness": "cor", "reasoning": "rea", "grounding": "grd", "clarity": "cty",
+          "conciseness": "cnc", "format": "fmt", "clarification": "clr"}
 
 
 class PlotPanel(Static):
@@ -37,13 +37,13 @@ class PlotPanel(Static):
         for i, n in enumerate(names):
             if i:
                 caption.append(" ")
-            caption.append("━", style=f"color({color_of(i)})")
             short = n.split("/", 1)[1] if n.startswith("reward/") else n
             value = last.get(n)
-            if len(names) > 2:
-                caption.append(ABBREV.get(short, short[:4]))  # many series: colours and short names only
+            if len(names) > 2:  # many series: short names in their line's colour
+                caption.append(ABBREV.get(short, short[:3]), style=f"bold color({color_of(i)})")
             else:
+                caption.append("━", style=f"color({color_of(i)})")
                 caption.append(f"{short}={value:.4g}" if isinstance(value, (int, float)) else short)
-        body = Text.from_ansi(ansi.rstrip("\n")) if ansi else Text("")
-        body.no_wrap = True
-        self.update(Text("\n").join([body, caption]) if ansi else caption)
+        shown = Text("\n").join([Text.from_ansi(ansi.rstrip("\n")), caption]) if ansi else caption
+        shown.no_wrap, shown.overflow = True, "ellipsis"  # a wrapped caption would fall below the panel
+        self.update(shown)
