@@ -6,7 +6,8 @@ HF model's forward: it samples from a `torch.Generator`, which `generate()` cann
 reproducible from the generator's state — exact resume depends on that). A sequence stops at an
 end-of-turn token, at `max_new_tokens`, or (with `stop_at_action`) at the newline ending its
 first action line, like a ReAct stop sequence — so it cannot hallucinate the tool's result.
-Finished rows leave the batch (their KV cache rows are dropped).
+Finished rows leave the batch (their KV cache rows are dropped). Identical prompts in a batch
+(the `num_generations` copies of an item) are prefilled once and their cache rows repeated.
 
 Each generated token's log-probability under softmax(logits / temperature) (temperature 1 when
 greedy) is kept in `Episode.logprobs`, aligned with the positions where `action_mask` is 1.
@@ -83,10 +84,14 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
     from rc1.runtime.device import to_device
 
     device = next(model.parameters()).device
-    n, width = len(prompts), max(len(p) for p in prompts)
-    ids = torch.full((n, width), fmt.pad_id, dtype=torch.long)
-    attn = torch.zeros((n, width), dtype=torch.long)
-    for i, p in enumerate(prompts):
+    n = len(prompts)
+    # Identical prompts (a GRPO group's copies) are prefilled once; their cache rows are then repeated.
+    unique: dict[tuple[int, ...], int] = {}
+    source = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
+    width = max(len(p) for p in unique)
+    ids = torch.full((len(unique), width), fmt.pad_id, dtype=torch.long)
+    attn = torch.zeros((len(unique), width), dtype=torch.long)
+    for i, p in enumerate(unique):
         ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
         attn[i, width - len(p):] = 1
     ids, attn = to_device(ids, device), to_device(attn, device)
@@ -94,6 +99,11 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
     cache = DynamicCache(config=model.config)
     out = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True,
                 logits_to_keep=1)
+    logits = out.logits[:, -1, :]
+    if len(unique) < n:
+        idx = to_device(torch.tensor(source, dtype=torch.long), device)
+        _select_rows(cache, idx)
+        logits, attn, pos = logits[idx], attn[idx], pos[idx]
     generated: list[list[int]] = [[] for _ in range(n)]
     logprobs: list[list[float]] = [[] for _ in range(n)]
     hit_limit = [False] * n
@@ -101,7 +111,7 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
     newline_cache: dict[int, bool] = {}
     step = 0
     while rows:
-        nxt, nxt_logp = _sample(out.logits[:, -1, :].float(), greedy=greedy, temperature=temperature, top_p=top_p,
+        nxt, nxt_logp = _sample(logits.float(), greedy=greedy, temperature=temperature, top_p=top_p,
                       generator=generator)
         step += 1
         keep = []
@@ -129,8 +139,8 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
             rows = [rows[j] for j in keep]
         attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
         pos = pos[:, -1:] + 1
-        out = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache,
-                    use_cache=True)
+        logits = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache,
+                       use_cache=True).logits[:, -1, :]
     return generated, logprobs, hit_limit
 
 
