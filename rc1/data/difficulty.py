@@ -160,10 +160,11 @@ def bucket_of(m: dict) -> tuple[str, float]:
     return ("easy" if score < EASY_BELOW else "hard" if score >= HARD_FROM else "medium"), round(score, 4)
 
 
-def compute_metrics(items: list[dict], counter: TokenCounter | None = None) -> tuple[list[dict], str]:
+def compute_metrics(items: list[dict], counter: TokenCounter | None = None,
+                    lengths: list[int] | None = None) -> tuple[list[dict], str]:
     """Items with `difficulty`, `difficulty_score` and `bucket` added (new dicts; inputs untouched)."""
     counter = counter or get_counter()
-    lens = counter.count_batch([prompt_text(it) for it in items])
+    lens = lengths if lengths is not None else counter.count_batch([prompt_text(it) for it in items])
     out = []
     for it, n in zip(items, lens):
         m = item_metrics(it, n)

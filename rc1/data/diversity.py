@@ -225,7 +225,8 @@ def kl_divergence(p_counts: Counter, q_counts: Counter, alpha: float = KL_ALPHA)
 
 # ----------------------------------------------------------------------------- the report
 def validate(items: list[dict], shadow: list[dict] | None, v1: list[dict] | None, th, *,
-             counter: TokenCounter | None = None, seed: int = 0, inputs: dict | None = None) -> dict:
+             counter: TokenCounter | None = None, seed: int = 0, inputs: dict | None = None,
+             lengths: list[int] | None = None) -> dict:
     """Every pool check of the round 1 table -> a report dict (`checks`, `passed`, offenders...)."""
     counter = counter or get_counter()
     n = len(items)
@@ -270,7 +271,7 @@ def validate(items: list[dict], shadow: list[dict] | None, v1: list[dict] | None
         f"{sum(d['kind'] == 'exact' for d in dups)} exact, {sum(d['kind'] == 'near' for d in dups)} near "
         f"(question {SHINGLE}-gram Jaccard >= {th.near_dup_jaccard:g})")
 
-    lens = counter.count_batch([prompt_text(it) for it in items])
+    lens = lengths if lengths is not None else counter.count_batch([prompt_text(it) for it in items])
     short = [items[i]["id"] for i, L in enumerate(lens) if L < th.len_min]
     long_ = [items[i]["id"] for i, L in enumerate(lens) if L > th.len_max]
     lo, hi = (min(lens), max(lens)) if lens else (None, None)

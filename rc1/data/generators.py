@@ -529,6 +529,13 @@ def generate(task: str, rng: random.Random, level: str, attempts: int = 16, clar
         out = generate(task, rng, level, attempts, clarify=False)
         out["clarify"] = None
         return out
+    if best_gap >= 1.0:  # even the closest draw gives almost no clue: keep drawing until one does
+        for _ in range(4 * attempts):
+            out = GENERATORS[task](rng, level)
+            ov = jaccard(ngram_set(out["source"]["question"], 3),
+                         ngram_set(" ".join(source_supporting(task, out["source"])), 3))
+            if ov >= FLOOR:
+                return _finish(task, rng, out)
     return _finish(task, rng, best)
 
 

@@ -19,7 +19,7 @@ from rc1.data import diversity as DV
 from rc1.data.io import check_items, dumps_item, iter_jsonl, read_jsonl, write_jsonl
 from rc1.data.pool import BuildParams, allocate, build_pool, make_item, parse_mix
 from rc1.data.templates import load_pack
-from rc1.data.tokens import get_counter
+from rc1.data.tokens import counts_for_file, get_counter, prompt_text
 from rc1.runtime.atomic import atomic_output, atomic_write_json
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file
@@ -199,8 +199,11 @@ def validate_pool_file(ws: Workspace, pool: str | Path, *, shadow: str | Path | 
     v1_p = ws.path(v1) if v1 else None
     v1_items = read_jsonl(v1_p) if v1_p is not None and v1_p.exists() else None
     t0 = time.perf_counter()
-    rep = DV.validate(items, shadow_items, v1_items, th, counter=get_counter(base),
-                      inputs={"pool": _input(ws, pool_p),
+    counter = get_counter(base)
+    pool_sha = sha256_file(pool_p)
+    lengths = counts_for_file(counter, [prompt_text(it) for it in items], pool_sha)
+    rep = DV.validate(items, shadow_items, v1_items, th, counter=counter, lengths=lengths,
+                      inputs={"pool": {"path": ws.rel(pool_p), "sha256": pool_sha},
                               "shadow": _input(ws, shadow_p) if shadow_items is not None else None,
                               "v1": _input(ws, v1_p) if v1_items is not None else None})
     rep["seconds"] = round(time.perf_counter() - t0, 3)
@@ -215,7 +218,9 @@ def difficulty_metrics_file(ws: Workspace, pool: str | Path, out: str | Path, *,
     pool_p, out_p = ws.path(pool), ws.path(out)
     items = read_jsonl(pool_p)
     check_items(pool_p, items)
-    metrics, tok = D.compute_metrics(items, get_counter(base))
+    counter = get_counter(base)
+    lengths = counts_for_file(counter, [prompt_text(it) for it in items], sha256_file(pool_p))
+    metrics, tok = D.compute_metrics(items, counter, lengths)
     write_jsonl(out_p, metrics)
     _write_meta(ws, out_p, pool_p, tokenizer=tok, n=len(metrics))
     ev = register_artifact(ws, out_p, "difficulty_metrics", source=ws.rel(pool_p), tokenizer=tok)

@@ -112,3 +112,32 @@ def get_counter(base: str | None = None) -> TokenCounter:
 def prompt_text(item: dict) -> str:
     """The text the model reads before its first turn: every prompt message, one per line."""
     return "\n".join(m.get("content", "") for m in item.get("messages") or [])
+
+
+def counts_for_file(counter: TokenCounter, texts: list[str], file_sha256: str) -> list[int]:
+    """Token counts of a file's prompts, cached by (file sha256, tokenizer): `validate-pool` and
+    `difficulty metrics` read the same pool, so the second one reuses the first one's counts."""
+    import numpy as np
+
+    from rc1.runtime.atomic import atomic_write_bytes
+    from rc1.runtime.fingerprint import sha256_text
+
+    key = sha256_text(f"{file_sha256}|{counter.name}|prompt_text-v1")
+    path = _cache_dir().parent / "token_counts" / f"{key}.npy"
+    if path.exists():
+        try:
+            arr = np.load(path)
+            if len(arr) == len(texts):
+                return [int(x) for x in arr]
+        except (OSError, ValueError):
+            pass
+    counts = counter.count_batch(texts)
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(counts, dtype=np.int32))
+    try:
+        atomic_write_bytes(path, buf.getvalue())
+    except OSError as exc:  # a read-only cache only costs speed
+        log.info("token count cache not written (%s)", exc)
+    return counts
