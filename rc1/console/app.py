@@ -111,6 +111,7 @@ class Rc1Console(App):
         self._plots_visible = threading.Event()  # render plots only while the Training screen shows
         self._wake_watch = threading.Event()
         self._wake_live = threading.Event()
+        self._live_started = False
 
     # -- startup -------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -121,8 +122,10 @@ class Rc1Console(App):
         self.start_watchers()
 
     def start_watchers(self) -> None:
+        # The live-data worker (metrics preview, numpy/plotext imports) starts once the Overview
+        # has its first data, so it does not compete with the first paint.
+        self._live_started = False
         self.watch_workspace()
-        self.live_data()
 
     def action_recheck_workspace(self) -> None:
         self.problem = self.backend.workspace_problem()
@@ -230,6 +233,9 @@ class Rc1Console(App):
 
     def on_workspace_loaded(self, message: WorkspaceLoaded) -> None:
         self.view = message.view
+        if not self._live_started:
+            self._live_started = True
+            self.call_after_refresh(self.live_data)
         if message.view.problem and not isinstance(self.screen, MissingWorkspaceScreen):
             self.push_screen(MissingWorkspaceScreen(message.view.problem, self.backend.ws.root.name))
             return
