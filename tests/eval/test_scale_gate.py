@@ -52,25 +52,33 @@ class GradeJudge:
         return out
 
 
-@pytest.fixture
-def scale_ws(ws):
+@pytest.fixture(scope="module")
+def scale_data():
+    """Seed pool (raw + balanced), shadow set and v1 pool, built once for the module."""
     from rc1.data import difficulty as D
     from rc1.data.pool import BuildParams, build_pool
     from rc1.data.tokens import get_counter
     from rc1.data.v1 import build_v1_pool
 
     tpl = REPO / "templates" / "pack_v2"
-    (ws.root / "configs" / "gates_scale_test.yaml").write_text(GATES)
-    (ws.root / "configs" / "scale.yaml").write_text(CONFIG)
     raw = build_pool(BuildParams(n=90, seed=555, templates_dir=tpl))
-    write_jsonl(ws.path("data/rollouts/rc1_seed.jsonl"), raw)
     metrics, _ = D.compute_metrics(raw, get_counter("random:qwen3-tiny"))
     balanced, _ = D.balance(metrics, D.DEFAULT_TARGET, 1)
-    write_jsonl(ws.path("data/rollouts/rc1_seed.balanced.jsonl"), balanced)
     shadow, _ = D.compute_metrics(build_pool(BuildParams(n=12, seed=777, templates_dir=tpl, space="shadow",
                                                          id_prefix="shadow")), get_counter("random:qwen3-tiny"))
+    v1 = build_v1_pool(BuildParams(n=40, seed=1, templates_dir=tpl))
+    return raw, balanced, shadow, v1
+
+
+@pytest.fixture
+def scale_ws(ws, scale_data):
+    raw, balanced, shadow, v1 = scale_data
+    (ws.root / "configs" / "gates_scale_test.yaml").write_text(GATES)
+    (ws.root / "configs" / "scale.yaml").write_text(CONFIG)
+    write_jsonl(ws.path("data/rollouts/rc1_seed.jsonl"), raw)
+    write_jsonl(ws.path("data/rollouts/rc1_seed.balanced.jsonl"), balanced)
     write_jsonl(ws.path("data/shadow.jsonl"), shadow)
-    write_jsonl(ws.path("data/rollouts/rc1_v1.jsonl"), build_v1_pool(BuildParams(n=40, seed=1, templates_dir=tpl)))
+    write_jsonl(ws.path("data/rollouts/rc1_v1.jsonl"), v1)
     return ws
 
 
@@ -143,3 +151,19 @@ def test_scale_without_a_judge_fails_stability_clearly_and_scale_5000_needs_scal
     res5 = evaluate(_ctx(ws, "scale_5000", GradeJudge()))
     assert not res5.passed and res5.checks[0].name == "before: previous stage scale_1000 passed"
     assert "did not pass" in res5.checks[0].detail
+
+
+def test_scale_run_cli_exit_codes(scale_ws):
+    from typer.testing import CliRunner
+
+    from rc1.cli.main import app
+
+    ws = scale_ws
+    ws.path("data/rollouts/rc1_seed.balanced.jsonl").unlink()
+    ws.path("data/rollouts/rc1_seed.jsonl").unlink()
+    run = lambda *a: CliRunner().invoke(app, ["--workdir", str(ws.root), "scale", "run", *a])  # noqa: E731
+    r = run("--stage", "scale_42", "--config", "configs/scale.yaml")
+    assert r.exit_code == 2 and "unknown stage" in r.output
+    r = run("--stage", "scale_1000", "--config", "configs/scale.yaml")
+    assert r.exit_code == 3 and "FAIL" in r.output and "current pool exists" in r.output
+    assert json.loads(ws.path("reports/scale/scale_1000_before.json").read_text())["passed"] is False
