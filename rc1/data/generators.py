@@ -242,24 +242,23 @@ def gen_hotpotqa(rng: random.Random, level: str) -> dict:
     if qtype == "bridge":
         if hops == 2:
             answer, facts = town, [f_org, f_person]
-            qs = {"easy": [f"The {orgname} was founded by {founder}, and {founder} was born in which town?",
-                           f"{founder} founded the {orgname}; {founder} was born in which town?"],
+            qs = {"easy": [f"The {orgname} was founded by {founder} in {fyear}, and {founder} was born in which town?",
+                           f"The {orgname} was founded by {founder} in {fyear}; {V.pick(rng, 'in which town')} "
+                           f"was {founder} born?"],
                   "medium": [f"The {orgname} was founded by {founder} in {fyear}. {V.pick(rng, 'where was').capitalize()} "
                              f"{V.pick(rng, 'that person')} born?",
-                             f"The {orgname} was founded by a {prof} in {fyear}; {V.pick(rng, 'in which town')} was that "
-                             f"{prof} born?",
-                             f"{V.pick(rng, 'where was').capitalize()} the person who founded the {orgname} in {fyear} born?"]}[level]
+                             f"The {orgname} was founded by {founder}; {V.pick(rng, 'in which town')} was {founder} "
+                             f"born?"]}[level]
         else:
             answer, facts = ctry, [f_org, f_person, f_town]
             P = lambda k: V.pick(rng, k)  # noqa: E731
             qs = [f"The {orgname} was founded by {P('someone')}, and {P('that person')} "
                   f"{P('was born in a town')}; {P('because every town is a town in some country')}, "
                   f"{P('which country is it?')}",
-                  f"{P('consider').capitalize()} the person by whom the {orgname} was founded. "
-                  f"{P('then think of').capitalize()} {P('the town where they were born')}. "
-                  f"{P('which country is that town in?').capitalize()}",
-                  f"Which country contains the town in which the person by whom the {orgname} was founded was "
-                  f"born, {P('given that')} the {kind} was founded by them?"]
+                  f"The {orgname} was founded by {P('someone')}. {P('then think of').capitalize()} "
+                  f"{P('the town where they were born')}. {P('which country is that town in?').capitalize()}",
+                  f"The {orgname} was founded by a {prof} who {P('was born in a town')}: "
+                  f"{P('which country is that town in?')}"]
     else:
         rival, ryear = V.person(rng), byear + rng.choice([-1, 1]) * rng.randint(1, 60)
         rprof, rtown = rng.choice(V.PROFESSIONS), V.place(rng)
@@ -272,18 +271,18 @@ def gen_hotpotqa(rng: random.Random, level: str) -> dict:
         if hops == 2:
             facts = [f_person, f_rival]
             qs = {"easy": [f"{founder} was born in {town} in {byear}, and {rival} was born in {rtown}; who was born first?",
-                           f"{rival} was born in {rtown} in {ryear}; was {rival} born before {founder}, who was born in "
-                           f"{town}? Name whoever was born first."],
-                  "medium": [f"{V.pick(rng, 'who was born first').capitalize()}, {founder} or {rival}?",
-                             f"Between the {prof} {founder} and the {rprof} {rival}, {V.pick(rng, 'who was born first')}?",
-                             f"Which of these two {V.pick(rng, 'was born first')}: {rival} or {founder}?"]}[level]
+                           f"{rival} was born in {rtown} in {ryear}, and {founder} was born in {town}; which of the two "
+                           f"{V.pick(rng, 'was born first')}?"],
+                  "medium": [f"{founder} was born in {town} and {rival} was born in {rtown}; "
+                             f"{V.pick(rng, 'who was born first')}?",
+                             f"{rival} was born in {rtown}, {founder} in {town}: {V.pick(rng, 'who was born first')}?"]}[level]
         else:
             facts = [f_org, f_person, f_rival]
             P = lambda k: V.pick(rng, k)  # noqa: E731
             qs = [f"The {orgname} was founded by {P('someone')}; was {P('that person')} born before {rival} "
                   f"was born, {P('or was it the other way round?')} {P('name whoever was born first').capitalize()}.",
-                  f"{P('compare the birth years of').capitalize()} {rival} and the person who established the "
-                  f"{orgname}; then say {P('which of them came first')}."]
+                  f"The {orgname} was founded by {P('someone')}. {P('compare the birth years of').capitalize()} "
+                  f"{rival} and {P('that person')}, then say {P('which of them came first')}."]
     question = rng.choice(qs)
     chosen = tune_support(question, [(lit, para) for _, lit, para, _ in facts], level, rng)
     support_docs = [(title, [sent] + (rest if isinstance(rest[0], str) else [])) for (title, _, _, rest), sent
