@@ -115,6 +115,8 @@ def register(app: typer.Typer) -> None:
         stratify: Annotated[bool, typer.Option("--stratify/--no-stratify", help="sample by task x difficulty")] = True,
         tag: Annotated[str, typer.Option(help="report tag: reports/shadow_run_<tag>.json")] = "pre_run_check",
         regenerate: Annotated[bool, typer.Option(help="generate responses even if a matching file exists")] = False,
+        max_turns: Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")] = None,
+        batch_size: Annotated[int, typer.Option(help="generation batch size")] = 8,
         config: ConfigOpt = None,
     ) -> None:
         """Score base-model responses on the shadow set with the old and the new reward."""
@@ -122,7 +124,8 @@ def register(app: typer.Typer) -> None:
 
         ws = workspace()
         cfg = _config(ws, config)
-        rep = shadow_run(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate)
+        rep = shadow_run(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate,
+                         max_turns=max_turns, batch_size=batch_size)
         typer.echo(f"shadow run {tag}: n={rep['n']} spearman {rep['spearman']:.3f} kendall_tau {rep['kendall_tau']:.3f} "
                    f"top10 {rep['top10_overlap']:.2f} top20 {rep['top20_overlap']:.2f} "
                    f"corr_to_success old {rep['corr_to_success_old']:.3f} new {rep['corr_to_success_new']:.3f} "
@@ -135,6 +138,8 @@ def register(app: typer.Typer) -> None:
         generations: Annotated[int, typer.Option(help="candidate responses per item (best-of-N)")] = 4,
         seed: Annotated[int, typer.Option(help="seed")] = 20250820,
         tag: Annotated[str, typer.Option(help="responses tag (data/shadow_responses_<tag>.jsonl)")] = "overclar_ablation",
+        max_turns: Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")] = None,
+        batch_size: Annotated[int, typer.Option(help="generation batch size")] = 8,
         config: ConfigOpt = None,
     ) -> None:
         """Over-clarification rate, average turns and success with and without the penalty."""
@@ -142,7 +147,8 @@ def register(app: typer.Typer) -> None:
 
         ws = workspace()
         cfg = _config(ws, config)
-        rep = ablate_overclar(ws, cfg, n=n, generations=generations, seed=seed, tag=tag)
+        rep = ablate_overclar(ws, cfg, n=n, generations=generations, seed=seed, tag=tag, max_turns=max_turns,
+                              batch_size=batch_size)
         for arm in ("without_penalty", "with_penalty"):
             a = rep[arm]
             typer.echo(f"{arm:16s} overclar rate {a['overclar_rate']:.3f}  avg turns {a['avg_turns']:.2f}  "

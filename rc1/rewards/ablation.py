@@ -42,14 +42,16 @@ def best_of_n(groups: dict[str, list[tuple[dict, object]]], model: RewardModel) 
 
 
 def ablate_overclar(ws: Workspace, cfg: TrainConfig, *, n: int = 245, generations: int = 4, seed: int = 20250820,
-                    tag: str = "overclar_ablation", stratify: bool = True) -> dict:
+                    tag: str = "overclar_ablation", stratify: bool = True, max_turns: int | None = None,
+                    batch_size: int = 8) -> dict:
     from rc1.config.load import load_gates_config
     from rc1.config.schema import GatesConfig
 
     base = RewardModel.from_config(cfg, ws)
     with_pen = RewardModel(base.weights, cfg.reward, use_overclar_penalty=True)
     without = RewardModel(base.weights, cfg.reward, use_overclar_penalty=False)
-    items, rows, meta = obtain_responses(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, generations=generations)
+    items, rows, meta = obtain_responses(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, generations=generations,
+                                         max_turns=max_turns, batch_size=batch_size)
     pairs = pair_rows({it["id"]: it for it in items}, rows)
     groups: dict[str, list] = {}
     for it, ep in pairs:

@@ -79,7 +79,8 @@ def _episode_dict(ep) -> dict:
     return {k: getattr(ep, k) for k in EPISODE_FIELDS}
 
 
-def generate_responses(cfg: TrainConfig, items: list[dict], *, generations: int, seed: int) -> list[dict]:
+def generate_responses(cfg: TrainConfig, items: list[dict], *, generations: int, seed: int,
+                       max_turns: int | None = None, batch_size: int = 8) -> list[dict]:
     """Run the base model (cfg.model.base) through the episode environment on `items`."""
     from rc1.envs.rollout import generate_episodes
     from rc1.models.loader import load_model
@@ -93,9 +94,10 @@ def generate_responses(cfg: TrainConfig, items: list[dict], *, generations: int,
         torch.set_num_threads(cfg.run.threads)
     model, tokenizer = load_model(cfg, device=device, dtype=dtype, for_training=False)
     t0 = time.time()
-    episodes = generate_episodes(model, tokenizer, items, num_generations=generations,
+    episodes = generate_episodes(model, tokenizer, items, num_generations=generations, max_turns=max_turns,
                                  max_new_tokens=cfg.model.max_new_tokens, temperature=cfg.model.temperature,
-                                 top_p=cfg.model.top_p, seed=seed)
+                                 top_p=cfg.model.top_p, seed=seed, batch_size=batch_size,
+                                 max_length=cfg.data.max_length)
     log.info("generated %d episodes in %.1fs", len(episodes), time.time() - t0)
     if len(episodes) != len(items) * generations:
         raise RuntimeError(f"generate_episodes returned {len(episodes)} episodes for {len(items)} items x {generations}")
@@ -107,14 +109,15 @@ def responses_path(tag: str) -> str:
 
 
 def obtain_responses(ws: Workspace, cfg: TrainConfig, *, n: int, seed: int, stratify: bool, tag: str,
-                     generations: int = 1, regenerate: bool = False) -> tuple[list[dict], list[dict], dict]:
+                     generations: int = 1, regenerate: bool = False, max_turns: int | None = None,
+                     batch_size: int = 8) -> tuple[list[dict], list[dict], dict]:
     """(items, response rows, meta): reuse data/shadow_responses_<tag>.jsonl when it matches, else generate."""
     shadow, shadow_rel, shadow_sha = load_shadow_set(ws, cfg)
     items = select_items(shadow, n, seed, stratify)
     want = {"model_base": cfg.model.base, "shadow_set": shadow_rel, "shadow_set_sha256": shadow_sha, "seed": seed,
             "stratify": stratify, "n": len(items), "generations": generations,
             "max_new_tokens": cfg.model.max_new_tokens, "temperature": cfg.model.temperature,
-            "item_ids": [it["id"] for it in items]}
+            "max_turns": max_turns, "item_ids": [it["id"] for it in items]}
     rel = responses_path(tag)
     path, meta_path = ws.path(rel), ws.path(rel + ".meta.json")
     if not regenerate and path.exists() and meta_path.exists() and verify_artifact(ws, path):
@@ -123,7 +126,10 @@ def obtain_responses(ws: Workspace, cfg: TrainConfig, *, n: int, seed: int, stra
             rows = read_jsonl(path)
             log.info("reusing %s (%d responses)", rel, len(rows))
             return items, rows, meta
-    episodes = generate_responses(cfg, items, generations=generations, seed=seed)
+    t0 = time.time()
+    episodes = generate_responses(cfg, items, generations=generations, seed=seed, max_turns=max_turns,
+                                  batch_size=batch_size)
+    gen_seconds = time.time() - t0
     rows = []
     for i, ep in enumerate(episodes):
         item = items[i // generations]
@@ -134,7 +140,8 @@ def obtain_responses(ws: Workspace, cfg: TrainConfig, *, n: int, seed: int, stra
         for row in rows:
             fh.write(canonical_json(row) + "\n")
     digest = register_artifact(ws, path, "shadow_responses", tag=tag, model=cfg.model.base, n=len(rows)).sha256
-    meta = {**want, "sha256": digest, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    meta = {**want, "sha256": digest, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "generation_seconds": round(gen_seconds, 2)}
     atomic_write_json(meta_path, meta)
     register_artifact(ws, meta_path, "shadow_responses_meta", tag=tag)
     return items, rows, meta

@@ -57,10 +57,12 @@ def penalty_settings(cfg: TrainConfig) -> dict:
 
 
 def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 20250820, stratify: bool = True,
-               tag: str = "pre_run_check", regenerate: bool = False) -> dict:
+               tag: str = "pre_run_check", regenerate: bool = False, max_turns: int | None = None,
+               batch_size: int = 8) -> dict:
     new_model = RewardModel.from_config(cfg, ws)
     old_model = RewardModel.legacy()
-    items, rows, meta = obtain_responses(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate)
+    items, rows, meta = obtain_responses(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate,
+                                         max_turns=max_turns, batch_size=batch_size)
     pairs = pair_rows({it["id"]: it for it in items}, rows)
     t0 = time.perf_counter()
     old_b = [old_model.score(it, ep) for it, ep in pairs]
@@ -85,6 +87,8 @@ def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 202
         "new_reward": {"name": "weights file + overclar penalty + difficulty bonus", "mean": float(new.mean()),
                        "weights": new_model.weights, **penalty_settings(cfg)},
         "by_task": by_task, "score_seconds": score_s, "model_base": cfg.model.base,
+        "generation": {k: meta.get(k) for k in ("max_new_tokens", "temperature", "max_turns", "generations",
+                                                 "generation_seconds", "created")},
         "inputs": {"shadow_set": meta["shadow_set"], "shadow_set_sha256": meta["shadow_set_sha256"],
                    "responses": responses_path(tag), "responses_sha256": meta["sha256"],
                    "weights": weights_path, "weights_sha256": sha256_file(ws.path(weights_path))},

@@ -186,7 +186,7 @@ def shadow_ws(tmp_path, monkeypatch):
                    "format": 0.08, "clarification": 0.10}, version="v1", note="test prior")
     calls = []
 
-    def fake_generate(cfg, items, *, generations, seed):
+    def fake_generate(cfg, items, *, generations, seed, max_turns=None, batch_size=8):
         calls.append(len(items))
         return fake_episodes(items, generations, seed)
 
