@@ -1,0 +1,258 @@
+"""Export a trained model to GGUF (for llama.cpp), for the Llama and Qwen3 architectures.
+
+`export_model(model, tokenizer, out_dir)` merges LoRA adapters (peft `merge_and_unload` on a
+copy), saves the plain HF directory `out_dir/hf/`, converts it with `convert_hf_to_gguf` into
+`out_dir/model.gguf` and returns both paths. The conversion is ours, written with the `gguf`
+package's `GGUFWriter` (llama.cpp's convert_hf_to_gguf.py is not shipped by any installed
+package): HF tensor names map to GGUF names, Llama's q/k projections are un-permuted back to
+llama.cpp's rotary layout, Qwen3 keeps its q/k norms; the byte-level BPE vocabulary, merges,
+special tokens and chat template go into the tokenizer metadata. Tensors are written as f32 or
+f16 (no re-quantization). `verify_gguf` runs llama.cpp (`llama_cpp.Llama`) and transformers
+greedily on the same prompt tokens and reports any difference.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import re
+from pathlib import Path
+
+from rc1.runtime.errors import ConfigError
+
+log = logging.getLogger("rc1.models")
+
+SUPPORTED = ("llama", "qwen3")
+_LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
+_LAYER_MAP = {
+    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+_TOP_MAP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+            "lm_head.weight": "output.weight"}
+
+
+def _require_gguf():
+    try:
+        import gguf  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(f"GGUF export needs the `gguf` package (pip install gguf): {exc}")
+    return gguf
+
+
+def _rope_theta(cfg: dict) -> float:
+    params = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    theta = params.get("rope_theta", cfg.get("rope_theta"))
+    if theta is None:
+        raise ConfigError("GGUF export: config.json has no rope_theta")
+    if params.get("rope_type", "default") not in ("default", None):
+        raise ConfigError(f"GGUF export: rope_type {params.get('rope_type')!r} is not supported (only default)")
+    return float(theta)
+
+
+def _pretokenizer(tok, cfg: dict, pre: str | None) -> str:
+    """llama.cpp's name for the tokenizer's pre-tokenization regex (it cannot be inferred in general)."""
+    if pre:
+        return pre
+    if tok.convert_ids_to_tokens(1) == "<|im_start|>" and len(tok) in (49152, 49154):
+        return "smollm"  # SmolLM2 tokenizer (also used by random:qwen3-tiny)
+    if cfg["model_type"] == "qwen3" and len(tok) > 150000:
+        return "qwen2"
+    raise ConfigError("GGUF export: cannot tell llama.cpp's pre-tokenizer for this tokenizer; pass pre= "
+                      "(e.g. 'llama-bpe', 'qwen2', 'smollm')")
+
+
+def _vocab(tok):
+    import gguf
+
+    vocab = tok.get_vocab()
+    n = len(tok)
+    by_id = {i: t for t, i in vocab.items()}
+    added = tok.added_tokens_decoder  # id -> AddedToken
+    tokens, types = [], []
+    for i in range(n):
+        if i not in by_id:
+            tokens.append(f"[PAD{i}]")
+            types.append(gguf.TokenType.UNUSED)
+            continue
+        tokens.append(by_id[i])
+        if i in added:
+            types.append(gguf.TokenType.CONTROL if added[i].special else gguf.TokenType.USER_DEFINED)
+        else:
+            types.append(gguf.TokenType.NORMAL)
+    return tokens, types
+
+
+def _merges(hf_dir: Path) -> list[str]:
+    data = json.loads((hf_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    model = data.get("model", {})
+    if model.get("type") != "BPE":
+        raise ConfigError(f"GGUF export: only byte-level BPE tokenizers are supported (got {model.get('type')})")
+    return [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+
+
+def _permute(w, n_head: int):
+    """Undo HF's rotary permutation of Llama q/k weights (llama.cpp uses the interleaved layout)."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def convert_hf_to_gguf(hf_dir: str | os.PathLike, out_path: str | os.PathLike, *, outtype: str = "f32",
+                       pre: str | None = None) -> Path:
+    """Write `out_path` (GGUF) from a plain HF Llama/Qwen3 directory with safetensors weights."""
+    gguf = _require_gguf()
+    import numpy as np
+    from safetensors.numpy import load_file
+    from transformers import AutoTokenizer
+
+    from rc1.runtime.atomic import atomic_output
+
+    hf_dir, out_path = Path(hf_dir), Path(out_path)
+    cfg = json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))
+    arch = cfg.get("model_type")
+    if arch not in SUPPORTED:
+        raise ConfigError(f"GGUF export: architecture {arch!r} is not supported (supported: {list(SUPPORTED)})")
+    if outtype not in ("f32", "f16"):
+        raise ConfigError(f"GGUF export: outtype {outtype!r}; use f32 or f16")
+    shards = sorted(hf_dir.glob("*.safetensors"))
+    if not shards:
+        raise ConfigError(f"GGUF export: no *.safetensors in {hf_dir}")
+    tok = AutoTokenizer.from_pretrained(str(hf_dir))
+    n_head, n_kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_head
+
+    tmp = out_path.with_name(f".{out_path.name}.writing")
+    w = gguf.GGUFWriter(str(tmp), arch)
+    w.add_name(str(cfg.get("_name_or_path") or hf_dir.name))
+    w.add_context_length(int(cfg.get("max_position_embeddings", 4096)))
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv)
+    w.add_rope_freq_base(_rope_theta(cfg))
+    w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    if arch == "llama":
+        w.add_rope_dimension_count(head_dim)
+    w.add_vocab_size(len(tok))
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if outtype == "f16" else gguf.LlamaFileType.ALL_F32)
+    tokens, types = _vocab(tok)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(_pretokenizer(tok, cfg, pre))
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(_merges(hf_dir))
+    for setter, tid in ((w.add_bos_token_id, tok.bos_token_id), (w.add_eos_token_id, tok.eos_token_id),
+                        (w.add_pad_token_id, tok.pad_token_id), (w.add_unk_token_id, tok.unk_token_id)):
+        if tid is not None:
+            setter(int(tid))
+    w.add_add_bos_token(False)
+    if tok.chat_template:
+        w.add_chat_template(tok.chat_template)
+
+    tied = bool(cfg.get("tie_word_embeddings"))
+    seen: set[str] = set()
+    for shard in shards:
+        for name, arr in load_file(str(shard)).items():
+            m = _LAYER.match(name)
+            if m and m.group(2) in _LAYER_MAP:
+                target = f"blk.{m.group(1)}.{_LAYER_MAP[m.group(2)]}"
+            elif name in _TOP_MAP:
+                target = _TOP_MAP[name]
+            elif name.endswith("rotary_emb.inv_freq"):
+                continue
+            else:
+                raise ConfigError(f"GGUF export: no GGUF name for tensor {name!r} ({arch})")
+            if target == "output.weight" and tied:
+                continue
+            arr = arr.astype(np.float32)
+            if arch == "llama" and target.endswith("attn_q.weight"):
+                arr = _permute(arr, n_head)
+            elif arch == "llama" and target.endswith("attn_k.weight"):
+                arr = _permute(arr, n_kv)
+            if outtype == "f16" and arr.ndim > 1:  # norms stay f32, as llama.cpp's converter does
+                arr = arr.astype(np.float16)
+            w.add_tensor(target, np.ascontiguousarray(arr))
+            seen.add(target)
+    if "token_embd.weight" not in seen:
+        raise ConfigError("GGUF export: no embedding tensor found")
+    try:
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        with atomic_output(out_path, "wb") as fh, open(tmp, "rb") as src:
+            while chunk := src.read(1 << 24):
+                fh.write(chunk)
+    finally:
+        tmp.unlink(missing_ok=True)
+    log.info("GGUF written: %s (%s, %d tensors)", out_path, arch, len(seen))
+    return out_path
+
+
+def merged_copy(model):
+    """A plain transformers model: LoRA adapters merged into a copy (the training model is untouched)."""
+    if hasattr(model, "merge_and_unload"):
+        if getattr(model, "is_loaded_in_4bit", False) or getattr(model.get_base_model(), "is_loaded_in_4bit", False):
+            raise ConfigError("GGUF export of a QLoRA model: reload the base in full precision, load the adapter, "
+                              "then export (merging into 4-bit weights would lose precision)")
+        return copy.deepcopy(model).merge_and_unload()
+    return model
+
+
+def export_model(model, tokenizer, out_dir: str | os.PathLike, *, outtype: str = "f32",
+                 pre: str | None = None) -> dict[str, Path]:
+    """Merge LoRA, save `out_dir/hf/`, convert to `out_dir/model.gguf`."""
+    out_dir = Path(out_dir)
+    hf_dir = out_dir / "hf"
+    plain = merged_copy(model)
+    plain.save_pretrained(str(hf_dir), safe_serialization=True)
+    tokenizer.save_pretrained(str(hf_dir))
+    gguf_file = convert_hf_to_gguf(hf_dir, out_dir / "model.gguf", outtype=outtype, pre=pre)
+    return {"hf_dir": hf_dir, "gguf": gguf_file}
+
+
+def verify_gguf(hf_dir: str | os.PathLike, gguf_file: str | os.PathLike, prompts: list[str], *,
+                new_tokens: int = 8) -> list[str]:
+    """Greedy continuations of llama.cpp and transformers on the same prompt tokens; [] when all agree.
+
+    Also checks that llama.cpp tokenizes each rendered prompt exactly as transformers does.
+    """
+    try:
+        from llama_cpp import Llama
+    except ImportError as exc:
+        raise ConfigError(f"GGUF verification needs llama-cpp-python (pip install llama-cpp-python): {exc}")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(hf_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32).eval()
+    llm = Llama(model_path=str(gguf_file), n_ctx=512, n_threads=max(1, torch.get_num_threads()), verbose=False)
+    problems = []
+    for prompt in prompts:
+        text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                       add_generation_prompt=True)
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        cpp_ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        if list(cpp_ids) != list(ids):
+            problems.append(f"{prompt!r}: llama.cpp tokenizes differently ({len(cpp_ids)} vs {len(ids)} tokens)")
+        with torch.inference_mode():
+            hf = model.generate(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                max_new_tokens=new_tokens, do_sample=False)[0, len(ids):].tolist()
+        llm.reset()
+        cpp = []
+        for t in llm.generate(ids, temp=0.0, top_k=1, top_p=1.0, repeat_penalty=1.0, reset=True):
+            cpp.append(int(t))
+            if len(cpp) >= len(hf) or t == tok.eos_token_id:
+                break
+        if cpp != hf[:len(cpp)] or len(cpp) != len(hf):
+            problems.append(f"{prompt!r}: transformers {tok.decode(hf)!r} vs llama.cpp {tok.decode(cpp)!r}")
+    llm.close() if hasattr(llm, "close") else None
+    return problems
