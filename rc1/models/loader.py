@@ -11,7 +11,8 @@ Fine-tuning (`finetune.method`): `full` (every parameter trains), `lora` (peft L
 the trainable-parameter count exceeds `model.lora.max_trainable_params`), `qlora` (4-bit nf4 base
 through bitsandbytes + LoRA; refused with a ConfigError naming the device where bitsandbytes
 cannot run 4-bit). For training: `use_cache` from config (off by default), gradient
-checkpointing when `model.gradient_checkpointing`.
+checkpointing when `model.gradient_checkpointing`. With qlora the base is loaded in 4-bit for
+inference too (a reference model must fit the same memory).
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ def load_model(cfg: "TrainConfig", *, device, dtype=None, for_training: bool = F
     kwargs: dict = {"dtype": dtype, "trust_remote_code": cfg.model.trust_remote_code}
     if cfg.model.use_flash_attention_2:
         kwargs["attn_implementation"] = "flash_attention_2"
-    quantized = method == "qlora" and for_training
+    quantized = method == "qlora"  # reference/eval copies stay 4-bit too: qlora is chosen to fit memory
     if quantized:
         from transformers import BitsAndBytesConfig
 
