@@ -87,6 +87,8 @@ class Pipeline:
         v1 = pool.v1_pool or "data/rollouts/rc1_v1.jsonl"
         past = self.past_gates
         mix = ",".join(f"{k}:{v}" for k, v in cfg.datasets.mix.items())
+        target = ",".join(f"{k}:{v}" for k, v in pool.difficulty_target.items())
+        base = cfg.model.base
         build_args = ["--n", str(pool.n), "--mix", mix, "--max-turns", str(pool.max_turns),
                       "--clarify-rate", str(pool.clarify_rate), "--tools", ",".join(pool.tools),
                       "--templates-dir", pool.templates_dir]
@@ -98,16 +100,18 @@ class Pipeline:
             Stage("data: seed pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--out", raw],
                   lambda: past() or self.artifacts_ok(raw)),
             Stage("data: shadow set", ["data", "shadow-set", "--n", str(pool.shadow_n), "--seed", str(pool.shadow_seed),
-                                       "--stratify", "--out", shadow], lambda: past() or self.artifacts_ok(shadow)),
-            Stage("data: difficulty metrics", ["data", "difficulty", "metrics", raw, "--out", metrics],
-                  lambda: past() or self.artifacts_ok(metrics)),
-            Stage("data: difficulty bucketize", ["data", "difficulty", "bucketize", metrics, "--out", balanced],
+                                       "--stratify", "--out", shadow, "--templates-dir", pool.templates_dir,
+                                       "--base", base], lambda: past() or self.artifacts_ok(shadow)),
+            Stage("data: difficulty metrics", ["data", "difficulty", "metrics", "--in", raw, "--out", metrics,
+                                               "--base", base], lambda: past() or self.artifacts_ok(metrics)),
+            Stage("data: difficulty bucketize", ["data", "difficulty", "bucketize", "--metrics", metrics, "--out", balanced,
+                                                 "--target", target, "--seed", str(pool.seed)],
                   lambda: past() or self.artifacts_ok(balanced)),
             Stage("data: difficulty validate", ["data", "difficulty", "validate", "--metrics", metrics,
                                                 "--balanced", balanced, "--gates", cfg.gates],
                   lambda: past() or self.artifacts_ok("reports/rc1/difficulty_report.json")),
             Stage("data: validate pool", ["data", "validate-pool", raw, "--shadow", shadow, "--v1", v1,
-                                          "--gates", cfg.gates],
+                                          "--gates", cfg.gates, "--base", base],
                   lambda: past() or self.artifacts_ok("reports/diversity_report.json")),
             Stage("judge: serve", ["judge", "serve", "--config", c], lambda: past()),
             Stage("scorer: live probe", ["reward", "probe", "--config", c, "--n", "8", "--provider",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import typer
+from typer._click import exceptions as _cli_exc  # typer vendors click; usage errors are these
 from typer.core import TyperGroup
 
 from rc1.runtime.errors import EXIT_CRASH, Rc1Error
@@ -38,14 +39,12 @@ class Rc1Group(TyperGroup):
     exception into FATAL + reports/ERROR_<ts>.json + exit 1, for every command (CliRunner included)."""
 
     def invoke(self, ctx):
-        import click
-
         STATE.workdir = None  # set again by the root callback; never carried over from an earlier call
         try:
             return super().invoke(ctx)
         except Rc1Error as exc:
             raise fail(exc) from None
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, typer.Exit):
+        except (_cli_exc.ClickException, typer.Exit, typer.Abort):
             raise
         except KeyboardInterrupt:
             raise
@@ -74,12 +73,10 @@ def run_guarded(app: typer.Typer, argv: list[str] | None = None) -> int:
         typer.echo("interrupted", err=True)
         return 130
     except Exception as exc:  # noqa: BLE001 - the one place crashes are turned into FATAL + ERROR json
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+        if isinstance(exc, _cli_exc.ClickException):
             exc.show()
             return 2
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, typer.Abort):
             typer.echo("aborted", err=True)
             return 1
         report_fatal(workspace(), exc)
