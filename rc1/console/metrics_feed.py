@@ -157,7 +157,7 @@ class MetricsFeed:
         self.store = MetricsStore()
         self.preview_store: MetricsStore | None = None
         self.preview_bad = 0
-        self._scan = None  # Future of the full scan (large files only)
+        self._scan = None  # ChildCall of the full scan (large files only)
 
     def size(self) -> int:
         try:
@@ -181,10 +181,10 @@ class MetricsFeed:
     def step(self) -> bool:
         """Read what is new (or adopt the finished full scan); True if the view changed."""
         if self.preview_store is not None:
-            from rc1.console.procs import submit
+            from rc1.console.procs import ChildCall
 
             if self._scan is None:
-                self._scan = submit(scan_metrics, str(self.path), self.size(), SERIES_CAP, SCAN_CHUNK)
+                self._scan = ChildCall(scan_metrics, str(self.path), self.size(), SERIES_CAP, SCAN_CHUNK)
                 return False
             if not self._scan.done():
                 return False
@@ -247,7 +247,7 @@ class MetricsFeed:
         return store, bad
 
 
-def scan_metrics(path: str, end: int, cap: int, chunk: int) -> tuple[MetricsStore, int, bytes, int]:
+def scan_metrics(path: str, end: int, cap: int, chunk: int, progress=None) -> tuple[MetricsStore, int, bytes, int]:
     """Full scan up to at least byte `end` (in a child process): the store and the tail's state."""
     global SERIES_CAP
     SERIES_CAP = cap

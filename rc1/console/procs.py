@@ -42,11 +42,6 @@ def _ensure_resource_tracker() -> None:
             sys.stderr = saved
 
 
-def _run_quiet(target: Callable, *args: Any) -> Any:
-    _quiet_child()
-    return target(*args)
-
-
 def _child(target: Callable, args: tuple, q) -> None:
     _quiet_child()
     try:
@@ -90,12 +85,40 @@ def call_in_process(target: Callable, args: tuple, progress: Callable[[str], Non
             proc.join()
 
 
-def submit(target: Callable, *args: Any):
-    """A Future for target(*args) in a one-off spawned process (for non-blocking polling)."""
-    from concurrent.futures import ProcessPoolExecutor
+class ChildCall:
+    """target(*args, progress=...) started in a daemon child process; poll `done()`, then `result()`.
 
-    _ensure_resource_tracker()
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=_CTX)
-    future = pool.submit(_run_quiet, target, *args)
-    future.add_done_callback(lambda _f: pool.shutdown(wait=False))
-    return future
+    A daemon process (not a ProcessPoolExecutor) so that quitting the console never waits for it.
+    """
+
+    def __init__(self, target: Callable, *args: Any):
+        _ensure_resource_tracker()
+        self._q = _CTX.Queue()
+        self._proc = _CTX.Process(target=_child, args=(target, args, self._q), daemon=True)
+        self._proc.start()
+        self._name = getattr(target, "__name__", str(target))
+        self._outcome: tuple[str, Any] | None = None
+
+    def done(self) -> bool:
+        while self._outcome is None:
+            try:
+                kind, payload = self._q.get_nowait()
+            except queue.Empty:
+                if not self._proc.is_alive() and self._q.empty():
+                    self._outcome = ("error", RuntimeError(f"{self._name} process exited (code "
+                                                           f"{self._proc.exitcode}) without a result"))
+                break
+            if kind != "progress":
+                self._outcome = (kind, payload)
+        return self._outcome is not None
+
+    def result(self) -> Any:
+        while not self.done():
+            import time
+
+            time.sleep(0.02)
+        self._proc.join(timeout=5)
+        kind, payload = self._outcome
+        if kind == "error":
+            raise payload
+        return payload
