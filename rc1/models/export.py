@@ -219,40 +219,56 @@ def export_model(model, tokenizer, out_dir: str | os.PathLike, *, outtype: str =
     return {"hf_dir": hf_dir, "gguf": gguf_file}
 
 
+class GgufChecker:
+    """Compares llama.cpp running GGUF files with transformers running `hf_dir` (loaded once)."""
+
+    def __init__(self, hf_dir: str | os.PathLike):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError(f"GGUF verification needs llama-cpp-python (pip install llama-cpp-python): {exc}")
+        self.tok = AutoTokenizer.from_pretrained(str(hf_dir))
+        self.model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32).eval()
+
+    def check(self, gguf_file: str | os.PathLike, prompts: list[str], *, new_tokens: int = 8) -> list[str]:
+        """Greedy continuations of both on the same prompt tokens; [] when all agree.
+
+        Also checks that llama.cpp tokenizes each rendered prompt exactly as transformers does.
+        """
+        import torch
+        from llama_cpp import Llama
+
+        tok, model = self.tok, self.model
+        llm = Llama(model_path=str(gguf_file), n_ctx=512, n_threads=max(1, torch.get_num_threads()), verbose=False)
+        problems = []
+        try:
+            for prompt in prompts:
+                text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                               add_generation_prompt=True)
+                ids = tok(text, add_special_tokens=False)["input_ids"]
+                cpp_ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+                if list(cpp_ids) != list(ids):
+                    problems.append(f"{prompt!r}: llama.cpp tokenizes differently ({len(cpp_ids)} vs {len(ids)} tokens)")
+                with torch.inference_mode():
+                    hf = model.generate(input_ids=torch.tensor([ids]),
+                                        attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                        max_new_tokens=new_tokens, do_sample=False)[0, len(ids):].tolist()
+                cpp = []
+                for t in llm.generate(ids, temp=0.0, top_k=1, top_p=1.0, repeat_penalty=1.0, reset=True):
+                    cpp.append(int(t))
+                    if len(cpp) >= len(hf) or t == tok.eos_token_id:
+                        break
+                if cpp != hf:
+                    problems.append(f"{prompt!r}: transformers {tok.decode(hf)!r} vs llama.cpp {tok.decode(cpp)!r}")
+        finally:
+            llm.close()
+        return problems
+
+
 def verify_gguf(hf_dir: str | os.PathLike, gguf_file: str | os.PathLike, prompts: list[str], *,
                 new_tokens: int = 8) -> list[str]:
-    """Greedy continuations of llama.cpp and transformers on the same prompt tokens; [] when all agree.
-
-    Also checks that llama.cpp tokenizes each rendered prompt exactly as transformers does.
-    """
-    try:
-        from llama_cpp import Llama
-    except ImportError as exc:
-        raise ConfigError(f"GGUF verification needs llama-cpp-python (pip install llama-cpp-python): {exc}")
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(hf_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32).eval()
-    llm = Llama(model_path=str(gguf_file), n_ctx=512, n_threads=max(1, torch.get_num_threads()), verbose=False)
-    problems = []
-    for prompt in prompts:
-        text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                       add_generation_prompt=True)
-        ids = tok(text, add_special_tokens=False)["input_ids"]
-        cpp_ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        if list(cpp_ids) != list(ids):
-            problems.append(f"{prompt!r}: llama.cpp tokenizes differently ({len(cpp_ids)} vs {len(ids)} tokens)")
-        with torch.inference_mode():
-            hf = model.generate(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                                max_new_tokens=new_tokens, do_sample=False)[0, len(ids):].tolist()
-        llm.reset()
-        cpp = []
-        for t in llm.generate(ids, temp=0.0, top_k=1, top_p=1.0, repeat_penalty=1.0, reset=True):
-            cpp.append(int(t))
-            if len(cpp) >= len(hf) or t == tok.eos_token_id:
-                break
-        if cpp != hf[:len(cpp)] or len(cpp) != len(hf):
-            problems.append(f"{prompt!r}: transformers {tok.decode(hf)!r} vs llama.cpp {tok.decode(cpp)!r}")
-    llm.close() if hasattr(llm, "close") else None
-    return problems
+    """`GgufChecker(hf_dir).check(gguf_file, prompts)`: [] when llama.cpp and transformers agree."""
+    return GgufChecker(hf_dir).check(gguf_file, prompts, new_tokens=new_tokens)

@@ -150,3 +150,19 @@ def test_stats_flag_zero_signal(tiny_model, item):
     # Reward breakdowns (duck-typed: .total, .success) work too.
     rb = [type("RB", (), {"total": r, "success": r >= 1.0})() for r in rewards]
     assert summarize(eps, rb, num_generations=2).pass_rate == 1 / 8
+
+
+def test_rollout_from_a_training_lora_model(item):
+    """The engine's case: a LoRA model in train mode with gradient checkpointing and use_cache off."""
+    from rc1.config.schema import TrainConfig
+    from rc1.models.loader import load_model
+
+    model, tok = load_model(TrainConfig(model={"base": "random:qwen3-tiny", "lora": {"r": 4}}),
+                            device=torch.device("cpu"), for_training=True)
+    assert model.training and model.config.use_cache is False
+    eps = generate_episodes(model, tok, [item()], num_generations=2, max_new_tokens=5, seed=1)
+    assert model.training  # restored after rollouts (which run in eval mode, with the KV cache)
+    assert all(len(e.logprobs) == 5 and e.truncated for e in eps)
+    out = model(input_ids=torch.tensor([eps[0].input_ids]))
+    out.logits.float().log_softmax(-1)[0, -2, eps[0].input_ids[-1]].backward()  # differentiable on input_ids
+    assert any(p.grad is not None for n, p in model.named_parameters() if "lora_" in n)

@@ -11,7 +11,7 @@ PROMPTS = ["What is 2+3?", "Name a river in France."]
 def test_lora_model_exports_to_gguf_that_llama_cpp_runs_identically(tmp_path, tiny_cfg):
     from safetensors.torch import load_file
 
-    from rc1.models.export import convert_hf_to_gguf, export_model, verify_gguf
+    from rc1.models.export import GgufChecker, convert_hf_to_gguf, export_model
     from rc1.models.loader import load_model, resolve_base
 
     model, tok = load_model(tiny_cfg(model={"lora": {"r": 4, "target_modules": ["q_proj", "v_proj", "down_proj"]}}),
@@ -28,10 +28,11 @@ def test_lora_model_exports_to_gguf_that_llama_cpp_runs_identically(tmp_path, ti
     assert not any("lora" in k for k in merged)
     assert not torch.equal(merged["model.layers.0.self_attn.q_proj.weight"], base["model.layers.0.self_attn.q_proj.weight"])
     assert out["gguf"].stat().st_size > 1_000_000
-    assert verify_gguf(out["hf_dir"], out["gguf"], PROMPTS, new_tokens=5) == []
+    checker = GgufChecker(out["hf_dir"])
+    assert checker.check(out["gguf"], PROMPTS, new_tokens=5) == []
     # The check can fail: llama.cpp running the base model's GGUF disagrees with the trained model.
     other = convert_hf_to_gguf(resolve_base("random:qwen3-tiny"), tmp_path / "base.gguf")
-    problems = verify_gguf(out["hf_dir"], other, PROMPTS[:1], new_tokens=3)
+    problems = checker.check(other, PROMPTS[:1], new_tokens=3)
     assert problems and "llama.cpp" in problems[0]
 
 
