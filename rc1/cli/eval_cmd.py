@@ -24,6 +24,7 @@ def register(app: typer.Typer) -> None:
         base_only: Annotated[bool, typer.Option("--base-only", help="evaluate the base model only")] = False,
         n: Annotated[Optional[int], typer.Option("--n", min=1, help="evaluate the first N shadow items (default eval.n_shadow)")] = None,
         batch_size: Annotated[int, typer.Option(min=1, help="episodes generated together")] = 32,
+        shadow_only: Annotated[bool, typer.Option("--shadow-only", help="skip eval_min (the held-out shadow set only)")] = False,
     ) -> None:
         """Greedy episodes of the base model and a checkpoint on the shadow set and eval_min → reports/ppo_eval_<ts>.json."""
         from rc1.config.load import load_train_config
@@ -34,7 +35,7 @@ def register(app: typer.Typer) -> None:
         cfg = load_train_config(config, ws)
         setup_logging(ws, console=False)
         path, rep = run_eval(ws, cfg, checkpoint=checkpoint, base_only=base_only, n=n, batch_size=batch_size,
-                             config_path=config, progress=lambda m: typer.echo(f"  {m}"))
+                             config_path=config, shadow_only=shadow_only, progress=lambda m: typer.echo(f"  {m}"))
         held = rep["results"][HELDOUT]
         typer.echo(f"held-out ({rep['sets'][HELDOUT]['path']}, n={rep['sets'][HELDOUT]['n']}):")
         typer.echo(f"  base    success {_fmt_rate(held['base']['success'])}")

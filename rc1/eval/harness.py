@@ -64,11 +64,12 @@ def read_items(path: Path) -> list[dict]:
     return items
 
 
-def eval_sets(ws: Workspace, cfg: "TrainConfig", n: int | None = None) -> dict[str, dict]:
+def eval_sets(ws: Workspace, cfg: "TrainConfig", n: int | None = None, *, shadow_only: bool = False) -> dict[str, dict]:
     """{set name: {path, sha256 (of the file), n_file, items}}; the shadow set is required."""
     limit = n or cfg.eval.n_shadow
     out: dict[str, dict] = {}
-    for name, rel, required in ((HELDOUT, cfg.data.shadow_path, True), ("eval_min", cfg.data.eval_path, False)):
+    wanted = ((HELDOUT, cfg.data.shadow_path, True),) + (() if shadow_only else (("eval_min", cfg.data.eval_path, False),))
+    for name, rel, required in wanted:
         p = ws.path(rel)
         if not p.exists():
             if required:
@@ -317,12 +318,12 @@ def _checkpoint_info(ws: Workspace, ckpt: Path) -> dict:
 
 def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "latest", base_only: bool = False,
              n: int | None = None, batch_size: int = DEFAULT_BATCH, config_path: str | None = None,
-             progress: Progress | None = None) -> tuple[Path, dict]:
+             shadow_only: bool = False, progress: Progress | None = None) -> tuple[Path, dict]:
     """Evaluate base and checkpoint; write reports/ppo_eval_<ts>.json. Returns (path, report)."""
     from rc1.config.load import config_hash
 
     metric_value(cfg.eval.metric, summarize([]))  # unknown metric -> ConfigError before any generation
-    sets = eval_sets(ws, cfg, n)
+    sets = eval_sets(ws, cfg, n, shadow_only=shadow_only)
     ckpt = None if base_only else resolve_checkpoint(ws, cfg, checkpoint or "latest")
     device, dtype = _torch_setup(cfg)
     gen = generation_settings(cfg, batch_size, dtype)

@@ -78,13 +78,14 @@ def test_eval_without_checkpoint_or_shadow_set_is_a_clear_error(tiny_ws):
 def test_eval_base_only_on_the_embedded_smollm2(ws):
     (ws.root / "configs" / "small.yaml").write_text(
         TINY_CONFIG.format(metric="success").replace('"random:qwen3-tiny"', "embedded:smollm2-135m-instruct")
-        .replace("max_new_tokens: 6", "max_new_tokens: 24"))
-    write_jsonl(ws.path("data/shadow.jsonl"), make_items(4, seed=21))
-    r = rc1(ws, "eval", "--config", "configs/small.yaml", "--base-only")
+        .replace("max_new_tokens: 6", "max_new_tokens: 12").replace("eval: {", "eval: {dtype: bf16, "))
+    short = [dict(it, max_turns=2) for it in make_items(12, seed=21) if it["task"] != "hotpotqa"][:3]  # keep it quick
+    write_jsonl(ws.path("data/shadow.jsonl"), short)
+    r = rc1(ws, "eval", "--config", "configs/small.yaml", "--base-only", "--shadow-only")
     assert r.exit_code == 0, r.output
     rep = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
-    assert rep["checkpoint"] is None and rep["results"]["shadow"]["base"]["n"] == 4
-    assert rep["throughput"]["base"]["episodes_per_s"] > 0
+    assert rep["checkpoint"] is None and rep["results"]["shadow"]["base"]["n"] == 3 and list(rep["sets"]) == ["shadow"]
+    assert rep["generation"]["dtype"] == "bfloat16" and rep["throughput"]["base"]["episodes_per_s"] > 0
 
 
 def test_checkpoint_weights_full_and_lora_adapter_are_applied(tiny_ws):
