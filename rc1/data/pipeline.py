@@ -248,16 +248,11 @@ def validate_difficulty_file(ws: Workspace, metrics: str | Path, balanced: str |
             if "difficulty" not in it or "bucket" not in it:
                 raise ConfigError(f"{path}:{lineno}: item has no difficulty metrics/bucket "
                                   "(run `rc1 data difficulty metrics` then `bucketize`)")
-    tok = m_items[0].get("difficulty", {}) and None
-    meta = meta_path(m_p)
-    if meta.exists():
-        import json
-        tok = json.loads(meta.read_text()).get("tokenizer")
-    bmeta = meta_path(b_p)
-    balance_summary = None
-    if bmeta.exists():
-        import json
-        balance_summary = json.loads(bmeta.read_text()).get("balance")
+    import json
+
+    meta, bmeta = meta_path(m_p), meta_path(b_p)
+    tok = json.loads(meta.read_text()).get("tokenizer") if meta.exists() else None
+    balance_summary = json.loads(bmeta.read_text()).get("balance") if bmeta.exists() else None
     rep = D.build_report(m_items, b_items, th, tokenizer=tok or "unknown",
                          inputs={"metrics": _input(ws, m_p), "balanced": _input(ws, b_p)},
                          balance_summary=balance_summary)
