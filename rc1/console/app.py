@@ -112,6 +112,7 @@ class Rc1Console(App):
         self._wake_watch = threading.Event()
         self._wake_live = threading.Event()
         self._live_started = False
+        self.live_warm = False  # the live-data worker has its first data and plotext loaded
 
     # -- startup -------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -156,6 +157,7 @@ class Rc1Console(App):
         feed = MetricsFeed(self.backend.metrics_path)
         self._post_metrics(feed.start())
         render_plot([("warm-up", [0.0, 1.0], [0.0, 1.0])], 20, 6)  # import plotext before the first real plot
+        self.live_warm = True
         log = _LogTail(self.backend.log_path)
         lines, reset = log.poll(initial=True)
         self.post_message(LogLines(lines, reset=True))
@@ -242,8 +244,8 @@ class Rc1Console(App):
         self._update_screens("show_view", message.view)
 
     def on_metrics_updated(self, message: MetricsUpdated) -> None:
-        if not message.plots and self.metrics is not None and self._plots_visible.is_set():
-            message.plots = self.metrics[1]  # drawn while hidden: keep the last plots until redrawn
+        if not message.plots and self.metrics is not None:
+            message.plots = self.metrics[1]  # not drawn while hidden: keep the last plots until redrawn
         self.metrics = (message.snapshot, message.plots)
         self._update_screens("show_metrics", message.snapshot, message.plots)
 
