@@ -44,6 +44,8 @@ def _ensure_resource_tracker() -> None:
 
 def _child(target: Callable, args: tuple, q) -> None:
     _quiet_child()
+    if hasattr(os, "nice"):
+        os.nice(10)  # background work yields the CPU to the console the operator is typing in
     try:
         result = target(*args, progress=lambda msg: q.put(("progress", str(msg))))
         q.put(("result", result))
