@@ -29,7 +29,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from rc1.console.backend import ConsoleBackend, Unavailable
+from rc1.console.backend import ConsoleBackend
 from rc1.console.messages import (ActionFinished, GateProgress, LogLines, MetricsUpdated, ReportOpened,
                                   TrainerUpdated, WorkspaceLoaded)
 from rc1.console.metrics_feed import MetricsFeed, MetricsSnapshot
