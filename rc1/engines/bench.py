@@ -1,7 +1,7 @@
 """`rc1 bench grpo`: the pure PyTorch engine vs TRL's GRPOTrainer on identical GRPO work.
 
 Work: the embedded SmolLM2-135M-Instruct, full parameters, 8 prompts x 4 completions x <= 32 new
-tokens per step, single-turn (TRL generates one turn; the pure engine's episodes are capped at one
+tokens per step (`--quick`: 4 x 4 x 16), single-turn (TRL generates one turn; the pure engine's episodes are capped at one
 turn for a like-for-like comparison), the same config, data, rewards and seeds. Each engine runs
 in its own fresh process (clean peak memory), `warmup` untimed steps then `steps` timed ones,
 through the same TrainingRecipe `rc1 train` uses.
@@ -80,7 +80,7 @@ def _peak_mb(device) -> float:
     return peak_memory_mb(device)
 
 
-def _run_engine(engine: str, steps: int, warmup: int, threads: int | None) -> dict:
+def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work: dict) -> dict:
     """Child process: train warmup+steps GRPO steps with `engine`; timings from metrics.jsonl."""
     import torch
 
@@ -92,7 +92,10 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None) -> di
     try:
         items = arithmetic_items(64, seed=3, prefix="b")
         conf = _workspace(root, items, {"engine": {"name": engine},
-                                        "run": {"max_steps": warmup + steps, "threads": threads}})
+                                        "run": {"max_steps": warmup + steps, "threads": threads},
+                                        "model": {"max_new_tokens": work["max_new_tokens"]},
+                                        "strategy": {"num_generations": work["completions_per_prompt"],
+                                                     "prompts_per_step": work["prompts"]}})
         ws = Workspace(root)
         cfg = load_train_config(conf, ws)
         recipe = TrainingRecipe(ws, cfg, config_path=str(conf), checkpoints=False)
@@ -103,7 +106,8 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None) -> di
         recipe.train()
         recs = [json.loads(l) for l in ws.metrics_path.read_text().splitlines()][warmup:]
         secs = [r["sec_per_step"] for r in recs]
-        tokens = [r["completion_len"] * 32 for r in recs]  # mean completion length x 32 completions
+        n_completions = work["prompts"] * work["completions_per_prompt"]
+        tokens = [r["completion_len"] * n_completions for r in recs]  # mean completion length x completions
         return {"engine": engine, "device": str(device), "steps": len(recs), "sec_per_step": statistics.median(secs),
                 "sec_per_step_all": secs, "completion_tokens_per_s": sum(tokens) / sum(secs),
                 "peak_memory_mb": _peak_mb(device), "mean_reward": statistics.fmean(r["reward"] for r in recs)}
@@ -179,11 +183,19 @@ def _in_child(fn, *args):
 
 def run(ws, quick: bool = False, steps: int | None = None, warmup: int = 1, learning: bool = False,
         budget_s: float = 600.0, threads: int | None = None, **_ignored) -> dict:
-    steps = steps or (2 if quick else 4)
-    result: dict = {"work": {"model": BASE, "finetune": "full", "prompts": 8, "completions_per_prompt": 4,
-                             "max_new_tokens": 32, "single_turn": True, "timed_steps": steps, "warmup_steps": warmup}}
-    pure = _in_child(_run_engine, "pure_pt", steps, warmup, threads)
-    trl = _in_child(_run_engine, "trl", steps, warmup, threads)
+    """The full work is 8 prompts x 4 completions x 32 tokens; --quick runs 4 x 4 x 16 for one timed step
+    (a smoke run on a slow or shared CPU; the report says which work was measured)."""
+    from rc1.runtime.atomic import atomic_write_json
+
+    steps = steps or (1 if quick else 4)
+    work = ({"prompts": 4, "completions_per_prompt": 4, "max_new_tokens": 16} if quick else
+            {"prompts": 8, "completions_per_prompt": 4, "max_new_tokens": 32})
+    result: dict = {"work": {"model": BASE, "finetune": "full", **work, "single_turn": True, "quick": quick,
+                             "timed_steps": steps, "warmup_steps": warmup}}
+    partial = ws.reports / "bench" / "grpo.partial.json"  # survives a run killed half-way
+    pure = _in_child(_run_engine, "pure_pt", steps, warmup, threads, work)
+    atomic_write_json(partial, {**result, "pure": pure})
+    trl = _in_child(_run_engine, "trl", steps, warmup, threads, work)
     ratio = pure["sec_per_step"] / trl["sec_per_step"]
     result.update(pure=pure, trl=trl, pure_over_trl_sec_per_step=round(ratio, 3), target="<= 0.5",
                   target_met=ratio <= 0.5)

@@ -188,6 +188,7 @@ class TrainingRecipe:
             batch = {"step": self.step, "items": items, "seed": rollout_seed(cfg.run.seed, self.step)}
             record: dict = {"step": self.step + 1}
             record.update(self.strategy.on_batch(batch))
+            t_rollout = time.perf_counter() - t0
             rollout = batch.get("rollout")  # absent for sft (no rollouts)
             if self.step == 0 and rollout is not None:
                 self.zero_signal_guard(rollout)
@@ -196,6 +197,7 @@ class TrainingRecipe:
                 self.sampler.update(item_id, rate)
             self.step += 1
             record["sec_per_step"] = time.perf_counter() - t0
+            record["time/rollout_s"] = t_rollout  # generation + scoring + reference pass
             record.update(self.sampler.stats())
             self.on_step_end(record)
         return self.finish()

@@ -93,6 +93,8 @@ class TRLEngine:
                 for item in sampler.next_batch(step, P):
                     rows.append({"prompt": episode_messages(item), "rc1_item": json.dumps(item)})
         recipe.sampler = sampler
+        # TRL's scratch saves left by a killed run are never published: remove them before starting
+        shutil.rmtree(self.ws.path(Path(cfg.checkpoint_dir) / HF_SCRATCH), ignore_errors=True)
         self.dataset = Dataset.from_list(rows)
         self.trainer = self._build_trainer()
 

@@ -17,8 +17,8 @@ from conftest import make_workspace
 def test_smollm2_lora_grpo_trains_and_resumes(tmp_path):
     ws = Workspace(tmp_path)
     conf = make_workspace(tmp_path, tmp_path, max_steps=2, save_steps=1, method="lora",
-                          extra={"model.base": "embedded:smollm2-135m-instruct", "model.max_new_tokens": 16,
-                                 "strategy.num_generations": 2, "strategy.prompts_per_step": 2, "engine.lr": 1e-4})
+                          extra={"model.base": "embedded:smollm2-135m-instruct", "model.max_new_tokens": 8,
+                                 "strategy.num_generations": 2, "strategy.prompts_per_step": 1, "engine.lr": 1e-4})
     cfg = load_train_config(conf, ws)
     recipe = TrainingRecipe(ws, cfg, config_path=str(conf), max_steps=1)
     recipe.setup()
