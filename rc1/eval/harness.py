@@ -64,6 +64,23 @@ def read_items(path: Path) -> list[dict]:
     return items
 
 
+def stratified_head(items: list[dict], n: int) -> list[dict]:
+    """The first `n` items of a proportional interleave of the (task, bucket) strata, in file order.
+
+    A shadow file is written stratum by stratum, so its plain head would be one task only."""
+    if n >= len(items):
+        return list(items)
+    strata: dict[tuple, list[int]] = {}
+    for i, it in enumerate(items):
+        strata.setdefault((it.get("task"), it.get("bucket")), []).append(i)
+    keyed = []
+    for members in strata.values():
+        for rank, i in enumerate(members):
+            keyed.append(((rank + 0.5) / len(members), i))
+    chosen = sorted(i for _, i in sorted(keyed)[:n])
+    return [items[i] for i in chosen]
+
+
 def eval_sets(ws: Workspace, cfg: "TrainConfig", n: int | None = None, *, shadow_only: bool = False) -> dict[str, dict]:
     """{set name: {path, sha256 (of the file), n_file, items}}; the shadow set is required."""
     limit = n or cfg.eval.n_shadow
@@ -80,7 +97,7 @@ def eval_sets(ws: Workspace, cfg: "TrainConfig", n: int | None = None, *, shadow
         if not items:
             raise ConfigError(f"{rel}: no items")
         if limit:
-            items = items[:limit]
+            items = stratified_head(items, limit)
         out[name] = {"path": ws.rel(p), "sha256": sha256_file(p), "n_file": len(read_items(p)) if limit else len(items),
                      "items": items}
     return out

@@ -119,3 +119,19 @@ def test_metric_names():
 
     with pytest.raises(ConfigError, match="unknown metric"):
         metric_value("nonsense", s)
+
+
+def test_a_limited_eval_set_keeps_every_task_and_bucket():
+    from collections import Counter
+
+    from rc1.eval.harness import stratified_head
+
+    items = [{"id": f"{t}{b}{i}", "task": t, "bucket": b} for t in ("gsm8k", "hotpotqa", "strategyqa")
+             for b in ("easy", "medium", "hard") for i in range(10 if t == "hotpotqa" else 5)]  # written stratum by stratum
+    head = stratified_head(items, 24)
+    assert len(head) == 24 and len({it["id"] for it in head}) == 24
+    c = Counter(it["task"] for it in head)
+    assert c["hotpotqa"] == 12 and c["gsm8k"] == 6 and c["strategyqa"] == 6  # proportional to the strata
+    assert len({(it["task"], it["bucket"]) for it in head}) == 9
+    assert [it["id"] for it in head] == [it["id"] for it in items if it in head]  # file order kept
+    assert stratified_head(items, 1000) == items
