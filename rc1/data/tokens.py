@@ -123,7 +123,8 @@ def counts_for_file(counter: TokenCounter, texts: list[str], file_sha256: str) -
     from rc1.runtime.fingerprint import sha256_text
 
     key = sha256_text(f"{file_sha256}|{counter.name}|prompt_text-v1")
-    path = _cache_dir().parent / "token_counts" / f"{key}.npy"
+    root = Path(os.environ["RC1_TOKEN_CACHE"]) if os.environ.get("RC1_TOKEN_CACHE") else _cache_dir().parent / "token_counts"
+    path = root / f"{key}.npy"
     if path.exists():
         try:
             arr = np.load(path)
