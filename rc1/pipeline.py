@@ -35,6 +35,13 @@ class StageFailed(Rc1Error):
         self.exit_code = code if code in (2, 3) else 1
 
 
+def cfg_gates_tag(pipe: "Pipeline") -> str:
+    """The shadow-run tag the round 2 gate reads (gates config shadow_run.tag)."""
+    from rc1.config.load import load_gates_config
+
+    return load_gates_config(pipe.cfg.gates, pipe.ws).shadow_run.tag
+
+
 @dataclass
 class Stage:
     name: str
@@ -113,11 +120,15 @@ class Pipeline:
             Stage("data: validate pool", ["data", "validate-pool", raw, "--shadow", shadow, "--v1", v1,
                                           "--gates", cfg.gates, "--base", base],
                   lambda: past() or self.artifacts_ok("reports/diversity_report.json")),
-            Stage("judge: serve", ["judge", "serve", "--config", c], lambda: past()),
+            Stage("judge: serve", ["judge", "serve", *(["--gguf", cfg.scorer.judge_gguf] if cfg.scorer.judge_gguf else [])],
+                  lambda: past()),
             Stage("scorer: live probe", ["reward", "probe", "--config", c, "--n", "8", "--provider",
                                          cfg.scorer.provider, "--live"], lambda: past() or self.state_at_least("round1")),
             Stage("gate: round1", ["advance", "--to", "round1", "--config", c], lambda: self.state_at_least("round1")),
-            Stage("reward: shadow run", ["reward", "shadow-run", "--config", c, "--tag", "pre_run_check"],
+            Stage("reward: shadow run", ["reward", "shadow-run", "--config", c, "--tag", cfg_gates_tag(self),
+                                         *(["--n", str(cfg.eval.shadow_run_n)] if cfg.eval.shadow_run_n else []),
+                                         *(["--max-turns", str(cfg.eval.shadow_run_max_turns)]
+                                           if cfg.eval.shadow_run_max_turns else [])],
                   lambda: past()),
             Stage("gate: round2", ["advance", "--to", "round2", "--config", c], lambda: past()),
             Stage("train", ["train", "--config", c] + (["--resume", "latest"] if self._resumable() else []),

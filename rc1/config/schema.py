@@ -209,6 +209,8 @@ class PrioritySamplingSection(Strict):
 
 class EvalSection(Strict):
     n_shadow: int | None = Field(None, ge=1, description="limit eval to the first N shadow items (None = all)")
+    shadow_run_n: int | None = Field(None, ge=1, description="items the round-2 shadow run scores (None = the shadow set)")
+    shadow_run_max_turns: int | None = Field(None, ge=1, description="turn limit of shadow-run episodes (None = pool.max_turns)")
     metric: str = Field("success", description="metric that picks best/")
     max_new_tokens: int | None = Field(None, ge=1)
     dtype: Literal["auto", "fp32", "bf16"] = Field("auto", description="eval inference dtype; auto = the device policy")
