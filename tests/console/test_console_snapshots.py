@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import FakeTrainerStatus, RecordingBackend
+from tests.console.conftest import FakeTrainerStatus, RecordingBackend
 
 from rc1.console.app import make_app
 

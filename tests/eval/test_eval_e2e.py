@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TINY_CONFIG, make_items, write_jsonl, write_trainer_checkpoint
+from tests.eval.conftest import TINY_CONFIG, make_items, write_jsonl, write_trainer_checkpoint
 from typer.testing import CliRunner
 
 from rc1.cli.main import app

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO, write_jsonl
+from tests.eval.conftest import REPO, write_jsonl
 
 from rc1.runtime.fingerprint import verify_artifact
 

@@ -8,7 +8,7 @@ from rc1.runtime.workspace import Workspace
 
 
 def test_shadow_run_generates_with_the_base_model(tmp_path):
-    from conftest import make_items  # tests/rewards/conftest.py helpers
+    from tests.rewards.conftest import make_items  # tests/rewards/conftest.py helpers
 
     ws = Workspace(tmp_path)
     ws.path("data").mkdir()

@@ -10,7 +10,7 @@ from rc1.config.load import load_train_config
 from rc1.engines.recipe import TrainingRecipe
 from rc1.runtime.checkpoint import list_checkpoints
 from rc1.runtime.workspace import Workspace
-from conftest import make_workspace
+from tests.training.conftest import make_workspace
 
 
 @pytest.mark.real_model
