@@ -135,7 +135,8 @@ class Pipeline:
                   lambda: self.state_at_least("eval") or self._training_finished(), watch=self.training_progress),
             Stage("gate: training done", ["advance", "--to", "eval", "--config", c],
                   lambda: self.state_at_least("eval")),
-            Stage("eval", ["eval", "--config", c], lambda: bool(self._latest_eval())),
+            Stage("eval", ["eval", "--config", c, *(["--shadow-only"] if cfg.profile == "laptop" else [])],
+                  lambda: bool(self._latest_eval())),
             Stage("report", ["report", "--config", c], lambda: False),
         ]
 
