@@ -51,6 +51,33 @@ def default_model_loader(cfg, *, device, dtype, for_training: bool):
     return load_model(cfg, device=device, dtype=dtype, for_training=for_training)
 
 
+def shared_prefix_plan(input_ids, attention_mask, sel):
+    """(first, groups, row_group) when consecutive rows share their prompt, else None.
+
+    first[i]: the first position whose hidden state row i needs (its first selected log-prob);
+    the tokens before it are its prompt. groups: (first row, prompt length) per run of consecutive
+    rows with identical prompts; row_group[i]: row i's group. None when no prompt is shared (or a
+    row selects nothing / position 0), so the plain forward runs.
+    """
+    if sel.shape[0] < 2 or not bool(sel.any(1).all()):
+        return None
+    first = sel.float().argmax(1)
+    groups: list[tuple[int, int]] = []
+    row_group: list[int] = []
+    for i in range(sel.shape[0]):
+        f = int(first[i])
+        if f == 0:
+            return None
+        if groups and groups[-1][1] == f and bool((input_ids[i, :f] == input_ids[groups[-1][0], :f]).all()):
+            row_group.append(len(groups) - 1)
+        else:
+            groups.append((i, f))
+            row_group.append(len(groups) - 1)
+    if len(groups) == sel.shape[0]:
+        return None
+    return first, groups, row_group
+
+
 class PurePTEngine:
     """Engine protocol on plain PyTorch. See the module docstring."""
 
@@ -78,8 +105,9 @@ class PurePTEngine:
         self.cfg = cfg
         self.device = get_device(cfg.run.device_pref)
         self.amp_dtype = dtype_for(self.device, cfg.run.mixed_precision)
-        # Master weights stay fp32 on an accelerator; the forward runs under autocast in amp_dtype.
-        self.use_amp = self.device.type in ("cuda", "mps") and self.amp_dtype != torch.float32
+        # Master weights stay fp32; the forward runs under autocast in amp_dtype (on a CPU only when
+        # run.mixed_precision asks for bf16 and the CPU has bf16 instructions).
+        self.use_amp = self.device.type in ("cuda", "mps", "cpu") and self.amp_dtype != torch.float32
         load_dtype = torch.float32 if self.device.type == "cpu" or self.use_amp else self.amp_dtype
         self.model, self.tokenizer = self.model_loader(cfg, device=self.device, dtype=load_dtype, for_training=True)
         self.is_peft = hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config")
@@ -158,14 +186,21 @@ class PurePTEngine:
             ctx, model = contextlib.nullcontext(), self.model
         lm = self._causal_lm(model)
         with ctx, self.autocast():
-            out = lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
-            h = out.last_hidden_state[:, :-1]
-            sel = (positions > 0) if positions is not None else torch.ones(h.shape[:2], dtype=torch.bool,
-                                                                          device=h.device)
-            logits = lm.get_output_embeddings()(h[sel]).float()
+            sel = (positions > 0) if positions is not None else torch.ones(
+                (input_ids.shape[0], input_ids.shape[1] - 1), dtype=torch.bool, device=input_ids.device)
+            plan = None if hidden else shared_prefix_plan(input_ids, attention_mask, sel)
+            if plan is not None:
+                h_sel = self._shared_prefix_hidden(lm, input_ids, attention_mask, sel, plan)
+                h = None
+            else:
+                out = lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+                h = out.last_hidden_state[:, :-1]
+                h_sel = h[sel]
+            logits = lm.get_output_embeddings()(h_sel).float()
+        shape = sel.shape
         targets = input_ids[:, 1:][sel]
         logz = torch.logsumexp(logits, dim=-1)
-        logp = torch.zeros(h.shape[:2], dtype=torch.float32, device=h.device)
+        logp = torch.zeros(shape, dtype=torch.float32, device=input_ids.device)
         logp = logp.masked_scatter(sel, logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz)
         res = {"logp": logp}
         if entropy:  # entropy="grad" keeps it differentiable (an entropy bonus in the loss)
@@ -176,6 +211,46 @@ class PurePTEngine:
         if hidden:
             res["hidden"] = h.float()
         return res
+
+    def _shared_prefix_hidden(self, lm, input_ids, attention_mask, sel, plan):
+        """Hidden states at the selected positions, computing each shared prompt once (see shared_prefix_plan).
+
+        The prompts run as one right-padded batch with a KV cache; the cache rows are gathered per
+        sequence (a differentiable index, so gradients from every completion flow into the shared
+        prompt once) and the continuations run on it with their true position ids. Same math as the
+        plain forward; a GRPO group of G completions pays for its prompt once instead of G times.
+        """
+        import torch
+
+        first, groups, row_group = plan
+        dev = input_ids.device
+        lengths = attention_mask.sum(1)
+        lp = max(f for _, f in groups)
+        pad = 0  # any token id: padded slots are masked out
+        pre_ids = torch.full((len(groups), lp), pad, dtype=input_ids.dtype, device=dev)
+        pre_mask = torch.zeros((len(groups), lp), dtype=attention_mask.dtype, device=dev)
+        for g, (row, f) in enumerate(groups):
+            pre_ids[g, :f] = input_ids[row, :f]
+            pre_mask[g, :f] = 1
+        dec = lm.get_decoder()
+        cache = dec(input_ids=pre_ids, attention_mask=pre_mask, use_cache=True).past_key_values
+        idx = torch.tensor(row_group, device=dev)
+        cache.batch_select_indices(idx)
+        suf_len = [int(lengths[i]) - int(first[i]) for i in range(len(row_group))]
+        S = max(suf_len)
+        B = input_ids.shape[0]
+        suf_ids = torch.full((B, S), pad, dtype=input_ids.dtype, device=dev)
+        suf_mask = torch.zeros((B, S), dtype=attention_mask.dtype, device=dev)
+        pos = torch.zeros((B, S), dtype=torch.long, device=dev)
+        for i in range(B):
+            f, n = int(first[i]), suf_len[i]
+            suf_ids[i, :n] = input_ids[i, f:f + n]
+            suf_mask[i, :n] = 1
+            pos[i] = f + torch.arange(S, device=dev)
+        out = dec(input_ids=suf_ids, attention_mask=torch.cat([pre_mask[idx], suf_mask], 1), position_ids=pos,
+                  past_key_values=cache, use_cache=True)
+        rows, cols = sel.nonzero(as_tuple=True)
+        return out.last_hidden_state[rows, cols - first[rows]]
 
     def rollout(self, items: list[dict], num_generations: int, *, seed: int, greedy: bool = False,
                 max_new_tokens: int | None = None) -> list:

@@ -40,6 +40,14 @@ def get_device(pref: Iterable[str] = ("mps", "cuda", "cpu")):
     return torch.device("cpu")
 
 
+def cpu_bf16_supported() -> bool:
+    """True on CPUs with native bf16 matrix instructions (AVX512-BF16 or AMX), where bf16 autocast is fast."""
+    import torch
+
+    probes = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
+    return any(bool(p()) for p in probes if p is not None)
+
+
 def dtype_for(device, mixed_precision: str = "auto"):
     """The training dtype for a device. An explicit request the device cannot honour falls back, logged."""
     import torch
@@ -48,8 +56,10 @@ def dtype_for(device, mixed_precision: str = "auto"):
     if mixed_precision in ("fp32", "no"):
         return torch.float32
     if kind == "cpu":
+        if mixed_precision == "bf16" and cpu_bf16_supported():
+            return torch.bfloat16  # autocast compute, fp32 master weights (opt-in: the CPU default is fp32)
         if mixed_precision not in ("auto",):
-            log.warning("mixed_precision=%s requested on CPU: using fp32", mixed_precision)
+            log.warning("mixed_precision=%s requested on a CPU without AVX512-BF16/AMX: using fp32", mixed_precision)
         return torch.float32
     if kind == "mps":
         if mixed_precision == "bf16":
