@@ -90,15 +90,21 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option(help="CV/bootstrap seed")] = 20250820,
         apply: Annotated[str, typer.Option(help="when to write configs/weights.json: pass | always | never")] = "pass",
         provider: Annotated[Optional[str], typer.Option(help="judge provider for --target judge")] = None,
+        items: Annotated[Optional[str], typer.Option(help="calibration split: the base model answers --n of these items (e.g. the training items)")] = None,
+        n: Annotated[int, typer.Option(help="with --items: how many items to answer (stratified)")] = 64,
+        max_turns: Annotated[Optional[int], typer.Option(help="with --items: episode turn limit")] = None,
         config: ConfigOpt = None,
     ) -> None:
-        """Fit weights (NNLS + L2 prior, >=0, sum 1, <=0.5) and write reports/calibration_report_<ts>.json."""
+        """Fit weights (NNLS + L2 prior, >=0, sum 1, <=0.5) and write reports/calibration_report_<ts>.json.
+
+        Exit 0 when the acceptance thresholds hold, 3 when they do not (the report is written either way)."""
         from rc1.rewards.calibrate import calibrate
 
         ws = workspace()
         cfg = _config(ws, config)
         rep = calibrate(ws, cfg, _gates(ws, cfg), responses=responses, target=target, prior_strength=prior_strength,
-                        folds=folds, bootstrap=bootstrap, seed=seed, apply=apply, provider=provider)
+                        folds=folds, bootstrap=bootstrap, seed=seed, apply=apply, provider=provider, items=items, n=n,
+                        max_turns=max_turns)
         a = rep["acceptance"]
         typer.echo(f"calibration on {rep['n']} responses (target {rep['target']}), lambda {rep['lambda']:g}")
         typer.echo("  weights: " + ", ".join(f"{k} {v:.3f}" for k, v in rep["weights_new"].items()))
@@ -107,6 +113,10 @@ def register(app: typer.Typer) -> None:
                    f"{'PASS' if a['passed'] else 'FAIL'}")
         typer.echo(f"wrote {rep['report_path']}" + (f"; new weights {rep['weights_path']} (old kept as {rep['archived']})"
                                                    if rep["applied"] else "; weights not changed"))
+        if not a["passed"]:
+            from rc1.runtime.errors import GateRefused
+
+            raise GateRefused(f"calibration acceptance failed: see {rep['report_path']}")
 
     @reward.command("shadow-run")
     def shadow_run_cmd(

@@ -411,12 +411,20 @@ REWARD_DIMENSIONS = ("correctness", "reasoning", "grounding", "clarity", "concis
                      "clarification")
 
 
+class PreviousWeights(Strict):
+    """The weights file a calibration replaced: kept beside it as <stem>.<sha12>.json."""
+
+    path: str                          # relative to the directory of the weights file
+    sha256: str
+
+
 class WeightsFile(Strict):
     """configs/weights.json: non-negative weights over the reward dimensions, summing to 1."""
 
     version: str = "v1"
     weights: dict[str, float]
     note: str = ""
+    previous: PreviousWeights | None = None
 
     @field_validator("weights")
     @classmethod

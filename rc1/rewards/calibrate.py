@@ -10,7 +10,12 @@ X = the seven rule-based dimensions of each scored response, y = the calibration
 Solver: scipy.optimize.nnls on the augmented system [X; sqrt(l) I] w = [y; sqrt(l) w0] gives the
 unconstrained-sum NNLS solution; it is projected exactly onto the capped simplex and used as the
 start of SLSQP with bounds [0, cap] and the equality sum w = 1 (the exact constrained optimum).
-lambda is picked by 5-fold CV (out-of-fold MAE) unless given. 200 bootstrap resamples refit with
+lambda is picked by 5-fold CV unless given: the out-of-fold Spearman correlation of the fitted reward
+with the target (a reward's job is to rank responses: GRPO/RLOO use ranks within a group), with the
+one-standard-error rule: the strongest prior whose CV rank correlation is within one standard error
+(over folds) of the best. A weak prior lets a small, noisy sample swing the weights to a corner
+(e.g. correctness and format only); the rule keeps the new reward as close to the old one as the
+data allows without losing ranking power. Out-of-fold MAE is reported for every lambda too. 200 bootstrap resamples refit with
 that lambda and compare prior vs fitted weights on the out-of-bag rows: rank correlation (Spearman)
 with the target and MAE, with 95 % intervals. Acceptance (gates calibration section): median
 rank-corr improvement >= 8 % and median MAE reduction >= 5 % vs the prior weights.
@@ -99,12 +104,26 @@ def _folds(n: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
 
 def cross_validate(X, y, w0, lam, k, rng, cap=0.5, sw=None) -> dict:
     pred_fit, pred_prior = np.empty(len(y)), X @ w0
+    fold_rank = []
     for test in _folds(len(y), k, rng):
         train = np.setdiff1d(np.arange(len(y)), test)
         w = fit_weights(X[train], y[train], w0, lam * len(train), cap, None if sw is None else sw[train])
         pred_fit[test] = X[test] @ w
+        fold_rank.append(rank_corr(pred_fit[test], y[test]))
+    finite = [r for r in fold_rank if np.isfinite(r)]
+    se = float(np.std(finite, ddof=1) / math.sqrt(len(finite))) if len(finite) > 1 else 0.0
     return {"lambda": lam, "mae_fit": mae(pred_fit, y), "mae_prior": mae(pred_prior, y),
-            "rank_corr_fit": rank_corr(pred_fit, y), "rank_corr_prior": rank_corr(pred_prior, y)}
+            "rank_corr_fit": rank_corr(pred_fit, y), "rank_corr_fit_se": se, "rank_corr_prior": rank_corr(pred_prior, y)}
+
+
+def choose_lambda(cv: list[dict]) -> float:
+    """One-standard-error rule on CV rank correlation: the largest lambda within one SE of the best."""
+    scored = [r for r in cv if np.isfinite(r["rank_corr_fit"])]
+    if not scored:  # no ranking signal (e.g. a constant target): fall back to out-of-fold MAE
+        return min(cv, key=lambda r: (r["mae_fit"], -r["lambda"]))["lambda"]
+    best = max(scored, key=lambda r: (r["rank_corr_fit"], r["lambda"]))
+    limit = best["rank_corr_fit"] - best["rank_corr_fit_se"]
+    return max(r["lambda"] for r in scored if r["rank_corr_fit"] >= limit - 1e-12)
 
 
 def _ci(xs) -> dict:
@@ -127,8 +146,7 @@ def calibrate_arrays(X: np.ndarray, y: np.ndarray, w0: np.ndarray, *, prior_stre
     t0 = time.perf_counter()
     grid = [prior_strength] if prior_strength is not None else list(LAMBDA_GRID)
     cv = [cross_validate(X, y, w0, lam, folds, np.random.default_rng(seed), cap, sample_weight) for lam in grid]
-    best = min(cv, key=lambda r: (r["mae_fit"], -r["lambda"]))
-    lam = best["lambda"]
+    lam = choose_lambda(cv)
     w = fit_weights(X, y, w0, lam * n, cap, sample_weight)
     boot = {"rank_corr_prior": [], "rank_corr_fit": [], "mae_prior": [], "mae_fit": [], "rank_improve_pct": [],
             "mae_reduce_pct": [], "weights": []}
@@ -151,7 +169,7 @@ def calibrate_arrays(X: np.ndarray, y: np.ndarray, w0: np.ndarray, *, prior_stre
     rank_imp, mae_red = _ci(boot["rank_improve_pct"]), _ci(boot["mae_reduce_pct"])
     passed = bool(rank_imp["median"] >= rank_min_pct and mae_red["median"] >= mae_min_pct)
     return {
-        "n": n, "lambda": lam, "lambda_scaled": lam * n, "cv": cv, "folds": folds, "bootstrap": len(boot["weights"]),
+        "n": n, "lambda": lam, "lambda_scaled": lam * n, "cv": cv, "lambda_rule": "one standard error" if prior_strength is None else "given", "folds": folds, "bootstrap": len(boot["weights"]),
         "weights_prior": dict(zip(REWARD_DIMENSIONS, map(float, w0))),
         "weights_new": dict(zip(REWARD_DIMENSIONS, map(float, w))),
         "weights_ci": {d: _ci(wmat[:, i]) for i, d in enumerate(REWARD_DIMENSIONS)} if len(wmat) else {},
@@ -195,20 +213,36 @@ def _targets(ws, cfg, pairs, target: str, provider: str | None):
 
 def calibrate(ws: Workspace, cfg: TrainConfig, gates: GatesConfig, *, responses: str | None = None,
               target: str = "success", prior_strength: float | None = None, folds: int = 5, bootstrap: int = 200,
-              seed: int = 20250820, apply: str = "pass", provider: str | None = None) -> dict:
-    from rc1.rewards.responses import load_responses_file, load_shadow_set, pair_rows
+              seed: int = 20250820, apply: str = "pass", provider: str | None = None, items: str | None = None,
+              n: int = 64, max_turns: int | None = None, tag: str = "calibration") -> dict:
+    """Fit new weights on scored base-model responses and write the calibration report.
+
+    Responses: with `items` (a calibration split, e.g. the training items), the base model answers
+    `n` of them (stratified, seeded; data/responses_<tag>.jsonl, reused while it matches), so the
+    shadow run that follows is scored on items the weights were not fitted on. Without `items`:
+    `responses` (or the newest data/shadow_responses_*.jsonl), paired with the shadow set.
+    """
+    from rc1.rewards.responses import (load_item_file, load_responses_file, load_shadow_set, obtain_responses,
+                                       pair_rows)
     from rc1.rewards.weights import read_weights, write_weights
 
     if apply not in ("pass", "always", "never"):
         raise ConfigError(f"--apply must be pass, always or never (got {apply!r})")
-    if responses is None:
-        found = sorted(ws.data.glob("shadow_responses_*.jsonl"), key=lambda p: p.stat().st_mtime)
-        if not found:
-            raise ConfigError("no scored responses: run `rc1 reward shadow-run` first or pass --responses")
-        responses = ws.rel(found[-1])
-    rows = load_responses_file(ws, responses)
-    shadow, _, _ = load_shadow_set(ws, cfg)
-    pairs = pair_rows({it["id"]: it for it in shadow}, rows)
+    if items is not None and responses is None:
+        source, rows, _ = obtain_responses(ws, cfg, n=n, seed=seed, stratify=True, tag=tag, max_turns=max_turns,
+                                           items_path=items)
+        from rc1.rewards.responses import responses_path
+
+        responses = responses_path(tag, shadow=False)
+    else:
+        if responses is None:
+            found = sorted(ws.data.glob("shadow_responses_*.jsonl"), key=lambda p: p.stat().st_mtime)
+            if not found:
+                raise ConfigError("no scored responses: run `rc1 reward shadow-run` first, or pass --responses or --items")
+            responses = ws.rel(found[-1])
+        rows = load_responses_file(ws, responses)
+        source = load_item_file(ws, items)[0] if items is not None else load_shadow_set(ws, cfg)[0]
+    pairs = pair_rows({it["id"]: it for it in source}, rows)
     cap = gates.reward.weight_max
     weights_rel = cfg.reward.weights
     w0 = np.array([read_weights(ws, weights_rel, max_weight=cap)[d] for d in REWARD_DIMENSIONS])
@@ -228,7 +262,7 @@ def calibrate(ws: Workspace, cfg: TrainConfig, gates: GatesConfig, *, responses:
     report = {"time": ts, "target": target, "target_doc": (
         "verifier task success (1/0) of each scored response" if target == "success"
         else "judge median grade (0-1) of each scored response"), **target_info,
-        "responses": responses, "responses_sha256": sha256_file(ws.path(responses)),
+        "responses": responses, "responses_sha256": sha256_file(ws.path(responses)), "items": items,
         "weights_path": weights_rel, "weights_prior_sha256": prior_sha,
         "weights_new_sha256": sha256_file(ws.path(weights_rel)) if applied else None,
         "applied": applied, "apply_policy": apply, "archived": ws.rel(archived) if archived else None, **core}

@@ -45,9 +45,17 @@ def load_shadow_set(ws: Workspace, cfg: TrainConfig) -> tuple[list[dict], str, s
     p = ws.path(cfg.data.shadow_path)
     if not p.exists():
         raise ConfigError(f"shadow set {cfg.data.shadow_path} not found: build it with `rc1 data shadow-set`")
+    return load_item_file(ws, cfg.data.shadow_path, "shadow set")
+
+
+def load_item_file(ws: Workspace, rel: str, label: str = "items file") -> tuple[list[dict], str, str]:
+    """(items, workspace-relative path, sha256) of a JSONL item file."""
+    p = ws.path(rel)
+    if not p.exists():
+        raise ConfigError(f"{label} {rel} not found")
     items = read_jsonl(p)
     if not items:
-        raise ConfigError(f"shadow set {cfg.data.shadow_path} is empty")
+        raise ConfigError(f"{label} {rel} is empty")
     return items, ws.rel(p), sha256_file(p)
 
 
@@ -104,21 +112,29 @@ def generate_responses(cfg: TrainConfig, items: list[dict], *, generations: int,
     return [_episode_dict(ep) for ep in episodes]
 
 
-def responses_path(tag: str) -> str:
-    return f"data/shadow_responses_{tag}.jsonl"
+def responses_path(tag: str, *, shadow: bool = True) -> str:
+    return f"data/shadow_responses_{tag}.jsonl" if shadow else f"data/responses_{tag}.jsonl"
 
 
 def obtain_responses(ws: Workspace, cfg: TrainConfig, *, n: int, seed: int, stratify: bool, tag: str,
                      generations: int = 1, regenerate: bool = False, max_turns: int | None = None,
-                     batch_size: int = 8) -> tuple[list[dict], list[dict], dict]:
-    """(items, response rows, meta): reuse data/shadow_responses_<tag>.jsonl when it matches, else generate."""
-    shadow, shadow_rel, shadow_sha = load_shadow_set(ws, cfg)
-    items = select_items(shadow, n, seed, stratify)
-    want = {"model_base": cfg.model.base, "shadow_set": shadow_rel, "shadow_set_sha256": shadow_sha, "seed": seed,
+                     batch_size: int = 8, items_path: str | None = None) -> tuple[list[dict], list[dict], dict]:
+    """(items, response rows, meta): reuse the responses file when it matches, else generate.
+
+    Items come from the shadow set (data/shadow_responses_<tag>.jsonl) or, with `items_path`, from
+    another item file such as a calibration split (data/responses_<tag>.jsonl). The meta's
+    `shadow_set` / `shadow_set_sha256` name whichever item file was used.
+    """
+    if items_path is None:
+        source, source_rel, source_sha = load_shadow_set(ws, cfg)
+    else:
+        source, source_rel, source_sha = load_item_file(ws, items_path)
+    items = select_items(source, n, seed, stratify)
+    want = {"model_base": cfg.model.base, "shadow_set": source_rel, "shadow_set_sha256": source_sha, "seed": seed,
             "stratify": stratify, "n": len(items), "generations": generations,
             "max_new_tokens": cfg.model.max_new_tokens, "temperature": cfg.model.temperature,
             "max_turns": max_turns, "item_ids": [it["id"] for it in items]}
-    rel = responses_path(tag)
+    rel = responses_path(tag, shadow=items_path is None)
     path, meta_path = ws.path(rel), ws.path(rel + ".meta.json")
     if not regenerate and path.exists() and meta_path.exists() and verify_artifact(ws, path):
         meta = json.loads(meta_path.read_text())

@@ -4,8 +4,8 @@
     r'    = r - alpha * min(c, cap)                 (only if use_overclar_penalty and not needs_clarification)
     total = r' * (1 + beta * (I[hard] - I[easy]))
 
-The "old" scorer of the shadow run is `RewardModel.legacy()`: the same seven dimensions with
-equal weights and neither penalty nor bonus (the reward before rc1 calibrated it).
+The "old" reward of the shadow run is `RewardModel.plain(w)`: the same seven dimensions with the
+weights the last calibration replaced and neither penalty nor bonus (rc1.rewards.shadow.old_reward).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from rc1.config.schema import REWARD_DIMENSIONS, RewardSection, TrainConfig
 from rc1.rewards.dimensions import score_dimensions
 from rc1.rewards.penalties import difficulty_factor, overclar_penalty
-from rc1.rewards.weights import UNIFORM, check_weights, read_weights
+from rc1.rewards.weights import check_weights, read_weights
 
 
 @dataclass
@@ -73,8 +73,9 @@ class RewardModel:
         return cls(read_weights(ws, cfg.reward.weights), cfg.reward, cfg.use_overclar_penalty)
 
     @classmethod
-    def legacy(cls) -> "RewardModel":
-        return cls(dict(UNIFORM), RewardSection(difficulty_beta=0.0), use_overclar_penalty=False)
+    def plain(cls, weights: dict[str, float]) -> "RewardModel":
+        """Weighted dimensions only: no over-clarification penalty, no difficulty bonus."""
+        return cls(dict(weights), RewardSection(difficulty_beta=0.0), use_overclar_penalty=False)
 
     def combine(self, dims: dict[str, float]) -> float:
         return sum(self.weights[d] * dims[d] for d in REWARD_DIMENSIONS)

@@ -1,6 +1,8 @@
 """Shadow run: the old reward vs the new one on base-model responses to the shadow set.
 
-old = `RewardModel.legacy()` (seven dimensions, equal weights, no penalty, no bonus)
+old = the reward before the current one: the seven dimensions with the weights that the last
+      calibration replaced (configs/weights.<sha12>.json, named in the current file's `previous`),
+      no penalty, no bonus. With no calibration yet, the current weights without penalty and bonus.
 new = `RewardModel.from_config(cfg)` (configs/weights.json + over-clarification penalty + difficulty bonus)
 
 Report (reports/shadow_run_<tag>.json): spearman and kendall_tau between old and new scores,
@@ -56,11 +58,27 @@ def penalty_settings(cfg: TrainConfig) -> dict:
             "cap": cfg.reward.overclar.cap, "difficulty_beta": cfg.reward.difficulty_beta}
 
 
+def old_reward(ws: Workspace, cfg: TrainConfig) -> tuple[RewardModel, dict]:
+    """The shadow run's old reward and how it is described in the report (see the module docstring)."""
+    from rc1.rewards.weights import previous_weights, read_weights
+
+    prev = previous_weights(ws, cfg.reward.weights)
+    if prev is None:
+        weights = read_weights(ws, cfg.reward.weights)
+        return RewardModel.plain(weights), {
+            "name": "current weights, no penalty, no bonus (no calibration has replaced the weights)",
+            "weights": weights, "weights_path": cfg.reward.weights}
+    weights, rel = prev
+    return RewardModel.plain(weights), {"name": "previous weights (before calibration), no penalty, no bonus",
+                                        "weights": weights, "weights_path": rel,
+                                        "weights_sha256": sha256_file(ws.path(rel))}
+
+
 def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 20250820, stratify: bool = True,
                tag: str = "pre_run_check", regenerate: bool = False, max_turns: int | None = None,
                batch_size: int = 8) -> dict:
     new_model = RewardModel.from_config(cfg, ws)
-    old_model = RewardModel.legacy()
+    old_model, old_info = old_reward(ws, cfg)
     items, rows, meta = obtain_responses(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate,
                                          max_turns=max_turns, batch_size=batch_size)
     pairs = pair_rows({it["id"]: it for it in items}, rows)
@@ -83,7 +101,7 @@ def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 202
         "n_items": len(items), "seed": seed, "stratify": stratify, **metrics,
         "success_rate": float(success.mean()) if len(success) else float("nan"),
         "overclar_rate": _overclar_rate(pairs),
-        "old_reward": {"name": "legacy: 7 dims, equal weights, no penalty, no bonus", "mean": float(old.mean())},
+        "old_reward": {**old_info, "mean": float(old.mean())},
         "new_reward": {"name": "weights file + overclar penalty + difficulty bonus", "mean": float(new.mean()),
                        "weights": new_model.weights, **penalty_settings(cfg)},
         "by_task": by_task, "score_seconds": score_s, "model_base": cfg.model.base,

@@ -73,10 +73,10 @@ def test_calibrate_writes_constrained_weights_and_keeps_the_old(shadow_ws):
     ws = shadow_ws.ws
     assert rc1(ws, "reward", "shadow-run", "--n", "60").exit_code == 0
     old = ws.path("configs/weights.json").read_bytes()
-    r = rc1(ws, "reward", "calibrate", "--bootstrap", "30", "--apply", "always")
-    assert r.exit_code == 0, r.output
+    r = rc1(ws, "reward", "calibrate", "--bootstrap", "30", "--apply", "always", "--prior-strength", "0")
     rep_path = sorted(ws.path("reports").glob("calibration_report_*.json"))[-1]
     rep = json.loads(rep_path.read_text())
+    assert r.exit_code == (0 if rep["acceptance"]["passed"] else 3), r.output
     assert rep["applied"] and rep["target"] == "success" and rep["n"] == 60
     for k in ("rank_corr_improve_pct_median", "mae_reduce_pct_median", "passed", "rank_corr_improve_pct_ci"):
         assert k in rep["acceptance"]
@@ -95,8 +95,61 @@ def test_calibrate_apply_pass_leaves_weights_when_acceptance_fails(shadow_ws):
     before = ws.path("configs/weights.json").read_bytes()
     # An overwhelming prior keeps the fit at the prior: no improvement, acceptance fails, nothing written.
     r = rc1(ws, "reward", "calibrate", "--bootstrap", "20", "--prior-strength", "1e6")
-    assert r.exit_code == 0 and "FAIL" in r.output and "weights not changed" in r.output
+    assert r.exit_code == 3 and "FAIL" in r.output and "weights not changed" in r.output
     assert ws.path("configs/weights.json").read_bytes() == before
+
+
+def test_shadow_run_old_reward_is_the_weights_calibration_replaced(shadow_ws):
+    from rc1.rewards.shadow import old_reward
+    from rc1.rewards.weights import read_weights
+    from rc1.runtime.errors import ConfigError
+
+    ws, cfg = shadow_ws.ws, TrainConfig()
+    before = read_weights(ws, "configs/weights.json")
+    _, info = old_reward(ws, cfg)  # not calibrated yet: the current weights without penalty and bonus
+    assert info["weights"] == before and "no calibration" in info["name"]
+
+    # Calibrate on a split that is not the shadow set: the base model answers items of that file.
+    split = ws.path("data/calib_items.jsonl")
+    shadow_lines = ws.path("data/shadow_eval_245.jsonl").read_text().splitlines()
+    split.write_text("\n".join(json.dumps({**json.loads(x), "id": "cal-" + json.loads(x)["id"]})
+                               for x in shadow_lines[:80]) + "\n")
+    r = rc1(ws, "reward", "calibrate", "--items", "data/calib_items.jsonl", "--n", "40", "--bootstrap", "20",
+            "--apply", "always")
+    assert r.exit_code in (0, 3), r.output
+    rep = json.loads(sorted(ws.path("reports").glob("calibration_report_*.json"))[-1].read_text())
+    assert rep["items"] == "data/calib_items.jsonl" and rep["responses"] == "data/responses_calibration.jsonl"
+    assert rep["n"] == 40 and rep["lambda_rule"] == "one standard error"
+    current = json.loads(ws.path("configs/weights.json").read_text())
+    assert current["previous"]["path"] == ws.path(rep["archived"]).name
+
+    old_model, info = old_reward(ws, cfg)
+    assert info["weights"] == before and info["weights_path"] == rep["archived"]
+    assert rc1(ws, "reward", "shadow-run", "--n", "30").exit_code == 0
+    sr = json.loads(ws.path("reports/shadow_run_pre_run_check.json").read_text())
+    assert sr["old_reward"]["weights_path"] == rep["archived"] and sr["old_reward"]["weights"] == before
+    assert sr["new_reward"]["weights"] == pytest.approx(rep["weights_new"])
+
+    # An edited or missing previous file is named, not silently replaced by something else.
+    ws.path(rep["archived"]).write_text(ws.path(rep["archived"]).read_text().replace("0.45", "0.44"))
+    with pytest.raises(ConfigError, match="changed"):
+        old_reward(ws, cfg)
+    ws.path(rep["archived"]).unlink()
+    with pytest.raises(ConfigError, match="missing"):
+        old_reward(ws, cfg)
+
+
+def test_lambda_one_standard_error_rule_prefers_the_stronger_prior():
+    from rc1.rewards.calibrate import choose_lambda
+
+    cv = [{"lambda": 0.0, "rank_corr_fit": 0.40, "rank_corr_fit_se": 0.05, "mae_fit": 0.1},
+          {"lambda": 1.0, "rank_corr_fit": 0.37, "rank_corr_fit_se": 0.05, "mae_fit": 0.2},
+          {"lambda": 10.0, "rank_corr_fit": 0.30, "rank_corr_fit_se": 0.04, "mae_fit": 0.3}]
+    assert choose_lambda(cv) == 1.0  # 0.37 is within one SE (0.05) of the best 0.40; 0.30 is not
+    cv[0]["rank_corr_fit_se"] = 0.01
+    assert choose_lambda(cv) == 0.0
+    flat = [{**r, "rank_corr_fit": float("nan")} for r in cv]  # no ranking signal: smallest MAE
+    assert choose_lambda(flat) == 0.0
 
 
 def test_projection_and_fit_respect_constraints():
