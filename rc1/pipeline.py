@@ -125,6 +125,11 @@ class Pipeline:
             Stage("scorer: live probe", ["reward", "probe", "--config", c, "--n", "8", "--provider",
                                          cfg.scorer.provider, "--live"], lambda: past() or self.state_at_least("round1")),
             Stage("gate: round1", ["advance", "--to", "round1", "--config", c], lambda: self.state_at_least("round1")),
+            Stage("reward: calibrate", ["reward", "calibrate", "--config", c, "--items", cfg.data.train_path,
+                                        "--n", str(cfg.eval.calibration_n),
+                                        *(["--max-turns", str(cfg.eval.shadow_run_max_turns)]
+                                          if cfg.eval.shadow_run_max_turns else [])],
+                  lambda: past() or self.calibrated()),
             Stage("reward: shadow run", ["reward", "shadow-run", "--config", c, "--tag", cfg_gates_tag(self),
                                          *(["--n", str(cfg.eval.shadow_run_n)] if cfg.eval.shadow_run_n else []),
                                          *(["--max-turns", str(cfg.eval.shadow_run_max_turns)]
@@ -139,6 +144,15 @@ class Pipeline:
                   lambda: bool(self._latest_eval())),
             Stage("report", ["report", "--config", c], lambda: False),
         ]
+
+    def calibrated(self) -> bool:
+        """The weights file was written by a calibration (it names the file it replaced) and verifies."""
+        from rc1.rewards.weights import previous_weights
+
+        try:
+            return previous_weights(self.ws, self.cfg.reward.weights) is not None
+        except Rc1Error:
+            return False
 
     def _resumable(self) -> bool:
         latest = self.ws.path(self.cfg.checkpoint_dir) / "latest"

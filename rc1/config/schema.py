@@ -107,6 +107,7 @@ class StrategySection(Strict):
     cliprange_value: float = Field(0.2, gt=0)
     dpo_beta: float = Field(0.1, gt=0)
     entropy_coef: float = Field(0.0, ge=0)
+    max_turns: int | None = Field(None, ge=1, le=16, description="turn limit of training episodes (None = each item's max_turns)")
 
 
 class PenaltySection(Strict):
@@ -211,6 +212,7 @@ class EvalSection(Strict):
     n_shadow: int | None = Field(None, ge=1, description="limit eval to the first N shadow items (None = all)")
     shadow_run_n: int | None = Field(None, ge=1, description="items the round-2 shadow run scores (None = the shadow set)")
     shadow_run_max_turns: int | None = Field(None, ge=1, description="turn limit of shadow-run episodes (None = pool.max_turns)")
+    calibration_n: int = Field(64, ge=10, description="training items the base model answers for `rc1 reward calibrate` in the pipeline")
     metric: str = Field("success", description="metric that picks best/")
     max_new_tokens: int | None = Field(None, ge=1)
     dtype: Literal["auto", "fp32", "bf16"] = Field("auto", description="eval inference dtype; auto = the device policy")

@@ -91,6 +91,7 @@ class PurePTEngine:
         self.model = None
         self.tokenizer = None
         self.reference_model = None
+        self._gen_model = None
         self.extra_modules: dict[str, Any] = {}
         self.optimizer = None
         self.scheduler = None
@@ -260,18 +261,36 @@ class PurePTEngine:
         from rc1.envs.rollout import generate_episodes
 
         m = self.cfg.model
+        model, amp = self.generation_model()
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.no_grad(), self.autocast():
+            with torch.no_grad(), (self.autocast() if amp else contextlib.nullcontext()):
                 episodes = generate_episodes(
-                    self.model, self.tokenizer, items, num_generations=num_generations,
+                    model, self.tokenizer, items, num_generations=num_generations,
                     max_new_tokens=max_new_tokens or m.max_new_tokens, temperature=m.temperature, top_p=m.top_p,
                     greedy=greedy, seed=seed, batch_size=max(1, len(items) * num_generations),
-                    max_length=self.cfg.data.max_length)
+                    max_length=self.cfg.data.max_length, max_turns=self.cfg.strategy.max_turns)
         finally:
             self.model.train(was_training)
         return episodes
+
+    def generation_model(self):
+        """(model to sample from, whether to autocast). On a CPU with bf16 autocast, a bf16 copy of the
+        policy, refreshed from the fp32 weights before every rollout: autocast re-casts every weight
+        at every decoded token, which made sampling slower than plain fp32; the copy is ~1.7x faster."""
+        import torch
+
+        if not (self.use_amp and self.device.type == "cpu" and self.amp_dtype == torch.bfloat16):
+            return self.model, True
+        if self._gen_model is None:
+            self._gen_model = copy.deepcopy(self.model).to(torch.bfloat16).eval()
+            for p in self._gen_model.parameters():
+                p.requires_grad_(False)
+        with torch.no_grad():
+            for dst, src in zip(self._gen_model.parameters(), self.model.parameters(), strict=True):
+                dst.copy_(src)
+        return self._gen_model, False
 
     # ------------------------------------------------------------------ Engine protocol
     def train_step(self, batch: dict) -> dict[str, float]:
