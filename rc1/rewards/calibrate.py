@@ -102,16 +102,19 @@ def _folds(n: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
     return np.array_split(rng.permutation(n), k)
 
 
-def cross_validate(X, y, w0, lam, k, rng, cap=0.5, sw=None) -> dict:
+def cross_validate(X, y, w0, lam, k, rng, cap=0.5, sw=None, se_resamples: int = 200) -> dict:
+    """Out-of-fold predictions for one lambda: MAE and Spearman with the target, and the Spearman's
+    standard error (bootstrap over items of the out-of-fold predictions; per-fold correlations are
+    useless when the target is rare, e.g. a few successes in a fold or none)."""
     pred_fit, pred_prior = np.empty(len(y)), X @ w0
-    fold_rank = []
     for test in _folds(len(y), k, rng):
         train = np.setdiff1d(np.arange(len(y)), test)
         w = fit_weights(X[train], y[train], w0, lam * len(train), cap, None if sw is None else sw[train])
         pred_fit[test] = X[test] @ w
-        fold_rank.append(rank_corr(pred_fit[test], y[test]))
-    finite = [r for r in fold_rank if np.isfinite(r)]
-    se = float(np.std(finite, ddof=1) / math.sqrt(len(finite))) if len(finite) > 1 else 0.0
+    boot_rng = np.random.default_rng(int(rng.integers(2**32)))
+    boots = [rank_corr(pred_fit[idx], y[idx]) for idx in boot_rng.integers(0, len(y), (se_resamples, len(y)))]
+    finite = np.array([b for b in boots if np.isfinite(b)])
+    se = float(np.std(finite, ddof=1)) if len(finite) > 1 else 0.0
     return {"lambda": lam, "mae_fit": mae(pred_fit, y), "mae_prior": mae(pred_prior, y),
             "rank_corr_fit": rank_corr(pred_fit, y), "rank_corr_fit_se": se, "rank_corr_prior": rank_corr(pred_prior, y)}
 
