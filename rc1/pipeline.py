@@ -131,9 +131,7 @@ class Pipeline:
                                           if cfg.eval.shadow_run_max_turns else [])],
                   lambda: past() or self.calibrated()),
             Stage("reward: shadow run", ["reward", "shadow-run", "--config", c, "--tag", cfg_gates_tag(self),
-                                         *(["--n", str(cfg.eval.shadow_run_n)] if cfg.eval.shadow_run_n else []),
-                                         *(["--max-turns", str(cfg.eval.shadow_run_max_turns)]
-                                           if cfg.eval.shadow_run_max_turns else [])],
+                                         "--source", cfg.eval.shadow_run_source, *self._sampled_shadow_args()],
                   lambda: past()),
             Stage("gate: round2", ["advance", "--to", "round2", "--config", c], lambda: past()),
             Stage("train", ["train", "--config", c] + (["--resume", "latest"] if self._resumable() else []),
@@ -144,6 +142,14 @@ class Pipeline:
                   lambda: bool(self._latest_eval())),
             Stage("report", ["report", "--config", c], lambda: False),
         ]
+
+    def _sampled_shadow_args(self) -> list[str]:
+        """--n / --max-turns of a sampled shadow run (the eval_base source answers eval.n_shadow items greedily)."""
+        ev = self.cfg.eval
+        if ev.shadow_run_source != "sample":
+            return []
+        return ([*(["--n", str(ev.shadow_run_n)] if ev.shadow_run_n else []),
+                 *(["--max-turns", str(ev.shadow_run_max_turns)] if ev.shadow_run_max_turns else [])])
 
     def calibrated(self) -> bool:
         """The weights file was written by a calibration (it names the file it replaced) and verifies."""
@@ -163,8 +169,17 @@ class Pipeline:
         return bool(prog) and prog[0] >= prog[1] and self.state_at_least("training")
 
     def _latest_eval(self) -> str | None:
-        reps = sorted(self.ws.reports.glob("ppo_eval_*.json"))
-        return str(reps[-1]) if reps and self.state_at_least("eval") else None
+        """The newest eval report, when it verifies and evaluated the run's current latest checkpoint."""
+        from rc1.eval.harness import latest_report
+        from rc1.runtime.checkpoint import MANIFEST_FILE, read_latest
+        from rc1.runtime.fingerprint import sha256_file
+
+        path = latest_report(self.ws)
+        latest = read_latest(self.ws.path(self.cfg.checkpoint_dir))
+        if path is None or latest is None or not self.state_at_least("eval") or not verify_artifact(self.ws, path):
+            return None
+        evaluated = (json.loads(path.read_text()).get("checkpoint") or {}).get("manifest_sha256")
+        return str(path) if evaluated == sha256_file(latest / MANIFEST_FILE) else None
 
     # ---------------------------------------------------------------- run
     def run_stage(self, stage: Stage, progress=None, task=None) -> None:

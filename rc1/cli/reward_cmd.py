@@ -127,6 +127,8 @@ def register(app: typer.Typer) -> None:
         regenerate: Annotated[bool, typer.Option(help="generate responses even if a matching file exists")] = False,
         max_turns: Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")] = None,
         batch_size: Annotated[int, typer.Option(help="generation batch size")] = 8,
+        source: Annotated[str, typer.Option(help="sample: --n sampled answers; eval_base: the eval's greedy base "
+                                                 "pass on eval.n_shadow items (shared with `rc1 eval`)")] = "sample",
         config: ConfigOpt = None,
     ) -> None:
         """Score base-model responses on the shadow set with the old and the new reward."""
@@ -135,8 +137,8 @@ def register(app: typer.Typer) -> None:
         ws = workspace()
         cfg = _config(ws, config)
         rep = shadow_run(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate,
-                         max_turns=max_turns, batch_size=batch_size)
-        typer.echo(f"shadow run {tag}: n={rep['n']} spearman {rep['spearman']:.3f} kendall_tau {rep['kendall_tau']:.3f} "
+                         max_turns=max_turns, batch_size=batch_size, source=source)
+        typer.echo(f"shadow run {tag}: n={rep['n']} ({rep['n_success']} successes) spearman {rep['spearman']:.3f} kendall_tau {rep['kendall_tau']:.3f} "
                    f"top10 {rep['top10_overlap']:.2f} top20 {rep['top20_overlap']:.2f} "
                    f"corr_to_success old {rep['corr_to_success_old']:.3f} new {rep['corr_to_success_new']:.3f} "
                    f"({rep['corr_improve_pct']:+.1f}%)")

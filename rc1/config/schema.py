@@ -212,6 +212,8 @@ class EvalSection(Strict):
     n_shadow: int | None = Field(None, ge=1, description="limit eval to the first N shadow items (None = all)")
     shadow_run_n: int | None = Field(None, ge=1, description="items the round-2 shadow run scores (None = the shadow set)")
     shadow_run_max_turns: int | None = Field(None, ge=1, description="turn limit of shadow-run episodes (None = pool.max_turns)")
+    shadow_run_source: Literal["sample", "eval_base"] = Field(
+        "sample", description="answers the round-2 shadow run scores: sampled (shadow_run_n) or the eval's greedy base pass")
     calibration_n: int = Field(64, ge=10, description="training items the base model answers for `rc1 reward calibrate` in the pipeline")
     metric: str = Field("success", description="metric that picks best/")
     max_new_tokens: int | None = Field(None, ge=1)
@@ -365,6 +367,8 @@ class ShadowRunGate(Strict):
     spearman_min: float = Field(0.75, ge=-1, le=1)
     top10_overlap_min: float = Field(0.70, ge=0, le=1)
     corr_improve_pct_min: float = Field(10.0)
+    # A correlation with task success measured on fewer solved (or failed) answers than this is not evidence.
+    min_outcomes: int = Field(5, ge=1, description="successes and failures each needed among the scored responses")
 
 
 class CalibrationGate(Strict):

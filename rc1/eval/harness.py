@@ -132,8 +132,10 @@ def _torch_setup(cfg: "TrainConfig"):
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     device = get_device(cfg.run.device_pref)
-    if cfg.eval.dtype == "bf16":  # inference only: about 2x faster prefill on CPUs with AVX512-BF16/AMX
-        return device, torch.bfloat16
+    if cfg.eval.dtype == "bf16":
+        # Inference only: about 2x faster prefill on CPUs with AVX512-BF16/AMX, but emulated (measured
+        # 3.3x slower than fp32) on CPUs without them, where dtype_for falls back to fp32 with a warning.
+        return device, (torch.bfloat16 if device.type != "cpu" else dtype_for(device, "bf16"))
     if cfg.eval.dtype == "fp32":
         return device, torch.float32
     return device, dtype_for(device, cfg.run.mixed_precision)
@@ -224,11 +226,14 @@ def load_checkpoint_model(cfg: "TrainConfig", ckpt: Path, device, dtype):
 
 
 # ----------------------------------------------------------------------------- episodes
-def run_items(model, tokenizer, items: list[dict], gen: dict, progress: Progress | None = None) -> tuple[list[EpisodeRecord], float]:
-    """Greedy episodes for `items` in batches of gen['batch_size']; (records, seconds)."""
+def run_items(model, tokenizer, items: list[dict], gen: dict, progress: Progress | None = None,
+              episodes_out: list | None = None) -> tuple[list[EpisodeRecord], float]:
+    """Greedy episodes for `items` in batches of gen['batch_size']; (records, seconds). With
+    `episodes_out`, the episodes' reward-relevant fields are appended to it too (for the shadow run)."""
     import torch
 
     from rc1.envs.rollout import generate_episodes
+    from rc1.rewards.responses import episode_dict
 
     records: list[EpisodeRecord] = []
     bs = max(1, int(gen["batch_size"]))
@@ -242,43 +247,90 @@ def run_items(model, tokenizer, items: list[dict], gen: dict, progress: Progress
         if len(eps) != len(chunk):
             raise RuntimeError(f"generate_episodes returned {len(eps)} episodes for {len(chunk)} items")
         records += [EpisodeRecord.of(it, ep) for it, ep in zip(chunk, eps)]
+        if episodes_out is not None:
+            episodes_out += [episode_dict(ep) for ep in eps]
         if progress:
             progress(f"{min(start + bs, len(items))}/{len(items)} episodes "
                      f"({(time.perf_counter() - t0):.0f} s)")
     return records, time.perf_counter() - t0
 
 
-def _run_sets(model, tok, sets: dict[str, dict], gen: dict, progress: Progress | None, label: str) -> tuple[dict, dict]:
-    """One generation pass over every set's items together (bigger batches); records split back per set."""
+def _run_sets(model, tok, sets: dict[str, dict], gen: dict, progress: Progress | None, label: str,
+              episodes_out: dict | None = None) -> tuple[dict, dict]:
+    """One generation pass over every set's items together (bigger batches); records split back per set
+    (and, with `episodes_out`, the episodes per set)."""
     all_items = [it for s in sets.values() for it in s["items"]]
-    records, secs = run_items(model, tok, all_items, gen, (lambda m: progress(f"{label}: {m}")) if progress else None)
+    episodes: list | None = [] if episodes_out is not None else None
+    records, secs = run_items(model, tok, all_items, gen, (lambda m: progress(f"{label}: {m}")) if progress else None,
+                              episodes)
     out, pos = {}, 0
     for name, s in sets.items():
         out[name] = records[pos:pos + len(s["items"])]
+        if episodes_out is not None:
+            episodes_out[name] = episodes[pos:pos + len(s["items"])]
         pos += len(s["items"])
     return out, {"episodes": len(records), "seconds": secs, "episodes_per_s": len(records) / secs if secs else None}
 
 
-def base_records(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict], gen: dict, device, dtype,
-                 progress: Progress | None = None) -> tuple[dict[str, list[EpisodeRecord]], dict]:
-    """The base model's records, from the cache when its key matches and its sidecar verifies."""
+def base_cache_path(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict], gen: dict) -> tuple[Path, str, dict]:
     key, material = base_cache_key(cfg, sets, gen)
-    path = ws.path(f"{CACHE_DIR}/base_{key[:16]}.json")
+    return ws.path(f"{CACHE_DIR}/base_{key[:16]}.json"), key, material
+
+
+def read_base_cache(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict], gen: dict) -> tuple[Path, dict | None]:
+    """(path, document) of the base model's cached eval pass; document None unless its key and sidecar match."""
+    path, key, _ = base_cache_path(ws, cfg, sets, gen)
     if path.exists() and verify_artifact(ws, path):
         doc = json.loads(path.read_text())
         if doc.get("key") == key:
-            log.info("eval: base records from cache %s", ws.rel(path))
-            if progress:
-                progress(f"base: cached ({ws.rel(path)})")
-            recs = {k: [EpisodeRecord.from_dict(r) for r in v] for k, v in doc["records"].items()}
-            return recs, {**doc["throughput"], "cached": True, "cache": ws.rel(path)}
+            return path, doc
+    return path, None
+
+
+def base_records(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict], gen: dict, device, dtype,
+                 progress: Progress | None = None) -> tuple[dict[str, list[EpisodeRecord]], dict]:
+    """The base model's records, from the cache when its key matches and its sidecar verifies.
+
+    The cache also keeps each base episode's reward-relevant fields, so the round 2 shadow run can
+    score the same greedy base answers the eval compares against (`base_episodes`)."""
+    path, doc = read_base_cache(ws, cfg, sets, gen)
+    if doc is not None:
+        log.info("eval: base records from cache %s", ws.rel(path))
+        if progress:
+            progress(f"base: cached ({ws.rel(path)})")
+        recs = {k: [EpisodeRecord.from_dict(r) for r in v] for k, v in doc["records"].items()}
+        return recs, {**doc["throughput"], "cached": True, "cache": ws.rel(path)}
+    _, key, material = base_cache_path(ws, cfg, sets, gen)
     model, tok = load_base(cfg, device, dtype)
-    recs, thr = _run_sets(model, tok, sets, gen, progress, "base")
+    episodes: dict[str, list] = {}
+    recs, thr = _run_sets(model, tok, sets, gen, progress, "base", episodes)
     del model
     atomic_write_json(path, {"key": key, "key_material": material, "throughput": thr,
-                             "records": {k: [r.to_dict() for r in v] for k, v in recs.items()}})
+                             "records": {k: [r.to_dict() for r in v] for k, v in recs.items()},
+                             "episodes": episodes})
     register_artifact(ws, path, "eval_base_cache", base=cfg.model.base)
     return recs, {**thr, "cached": False, "cache": ws.rel(path)}
+
+
+def base_episodes(ws: Workspace, cfg: "TrainConfig", *, batch_size: int = DEFAULT_BATCH,
+                  progress: Progress | None = None) -> tuple[list[dict], list[dict], dict]:
+    """(items, episode dicts, provenance) of the base model's greedy eval pass on the held-out set.
+
+    Runs that pass (or reads its cache) exactly as `rc1 eval --shadow-only` would, so the shadow run
+    and the later eval share one generation of the base model."""
+    sets = eval_sets(ws, cfg, shadow_only=True)
+    device, dtype = _torch_setup(cfg)
+    gen = generation_settings(cfg, batch_size, dtype)
+    base_records(ws, cfg, sets, gen, device, dtype, progress)
+    path, doc = read_base_cache(ws, cfg, sets, gen)
+    if doc is None or HELDOUT not in (doc.get("episodes") or {}):
+        raise ConfigError(f"{ws.rel(path)}: the base eval cache holds no episodes (written by an older rc1); "
+                          "delete it and run again")
+    held = sets[HELDOUT]
+    info = {"source": "eval_base", "cache": ws.rel(path), "cache_sha256": sha256_file(path), "generation": gen,
+            "shadow_set": held["path"], "shadow_set_sha256": held["sha256"], "n": len(held["items"]),
+            "throughput": doc["throughput"]}
+    return held["items"], doc["episodes"][HELDOUT], info
 
 
 # ----------------------------------------------------------------------------- best/

@@ -44,6 +44,11 @@ def evaluate(ctx: GateContext) -> GateResult:
         res.checks.append(Check("penalty settings match the run config", used, f"== {current}", used == current))
         res.checks.append(Check.equals("weights file is the run config's", inputs.get("weights"), ctx.config.reward.weights))
         res.checks.append(Check.equals("shadow set is the run config's", inputs.get("shadow_set"), ctx.config.data.shadow_path))
+    outcomes = min(rep.get("n_success", 0), rep.get("n_failure", 0))
+    res.checks.append(Check.at_least(
+        "solved and failed answers (fewer of the two)", outcomes, g.min_outcomes,
+        f"{rep.get('n_success')} solved, {rep.get('n_failure')} failed of {rep.get('n')}: the correlation with "
+        "success needs both" + ("" if outcomes >= g.min_outcomes else "; score more shadow items (eval.n_shadow)")))
     res.checks.append(Check.at_least("spearman(old, new)", rep.get("spearman"), g.spearman_min))
     res.checks.append(Check.at_least("top10_overlap", rep.get("top10_overlap"), g.top10_overlap_min))
     res.checks.append(Check.at_least("corr_improve_pct", rep.get("corr_improve_pct"), g.corr_improve_pct_min,

@@ -83,7 +83,7 @@ def select_items(items: list[dict], n: int, seed: int, stratify: bool) -> list[d
     return sorted(picked, key=lambda it: order[id(it)])
 
 
-def _episode_dict(ep) -> dict:
+def episode_dict(ep) -> dict:
     return {k: getattr(ep, k) for k in EPISODE_FIELDS}
 
 
@@ -109,7 +109,7 @@ def generate_responses(cfg: TrainConfig, items: list[dict], *, generations: int,
     log.info("generated %d episodes in %.1fs", len(episodes), time.time() - t0)
     if len(episodes) != len(items) * generations:
         raise RuntimeError(f"generate_episodes returned {len(episodes)} episodes for {len(items)} items x {generations}")
-    return [_episode_dict(ep) for ep in episodes]
+    return [episode_dict(ep) for ep in episodes]
 
 
 def responses_path(tag: str, *, shadow: bool = True) -> str:

@@ -21,7 +21,8 @@ import numpy as np
 
 from rc1.config.schema import TrainConfig
 from rc1.rewards.responses import obtain_responses, pair_rows, responses_path
-from rc1.rewards.reward import RewardModel
+from rc1.rewards.reward import RewardModel, ScoredEpisode
+from rc1.runtime.errors import ConfigError
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.fingerprint import register_artifact, sha256_file
 from rc1.runtime.workspace import Workspace
@@ -76,12 +77,32 @@ def old_reward(ws: Workspace, cfg: TrainConfig) -> tuple[RewardModel, dict]:
 
 def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 20250820, stratify: bool = True,
                tag: str = "pre_run_check", regenerate: bool = False, max_turns: int | None = None,
-               batch_size: int = 8) -> dict:
+               batch_size: int = 8, source: str = "sample") -> dict:
+    """Score base-model responses to the shadow set with the old and the new reward.
+
+    source "sample": `n` items (stratified, seeded) answered with the training sampler settings
+    (data/shadow_responses_<tag>.jsonl). source "eval_base": the greedy base-model episodes of the
+    eval's held-out pass (eval.n_shadow items, reports/eval_cache), generated once and shared with
+    `rc1 eval`, so the reward is checked on exactly the answers the trained model is compared to."""
     new_model = RewardModel.from_config(cfg, ws)
     old_model, old_info = old_reward(ws, cfg)
-    items, rows, meta = obtain_responses(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate,
-                                         max_turns=max_turns, batch_size=batch_size)
-    pairs = pair_rows({it["id"]: it for it in items}, rows)
+    if source == "eval_base":
+        from rc1.eval.harness import base_episodes
+
+        items, episodes, info = base_episodes(ws, cfg)
+        pairs = [(it, ScoredEpisode.from_dict(ep)) for it, ep in zip(items, episodes)]
+        meta = {"shadow_set": info["shadow_set"], "shadow_set_sha256": info["shadow_set_sha256"],
+                "sha256": info["cache_sha256"], "max_new_tokens": info["generation"]["max_new_tokens"],
+                "temperature": 0.0, "max_turns": info["generation"]["max_turns"], "generations": 1,
+                "generation_seconds": info["throughput"].get("seconds"), "created": None}
+        responses_rel, seed, stratify = info["cache"], None, True
+    elif source == "sample":
+        items, rows, meta = obtain_responses(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag,
+                                             regenerate=regenerate, max_turns=max_turns, batch_size=batch_size)
+        pairs = pair_rows({it["id"]: it for it in items}, rows)
+        responses_rel = responses_path(tag)
+    else:
+        raise ConfigError(f"--source must be 'sample' or 'eval_base' (got {source!r})")
     t0 = time.perf_counter()
     old_b = [old_model.score(it, ep) for it, ep in pairs]
     new_b = [new_model.score(it, ep) for it, ep in pairs]
@@ -98,7 +119,8 @@ def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 202
     weights_path = cfg.reward.weights
     report = {
         "tag": tag, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "n": len(pairs),
-        "n_items": len(items), "seed": seed, "stratify": stratify, **metrics,
+        "n_items": len(items), "source": source, "seed": seed, "stratify": stratify, **metrics,
+        "n_success": int(success.sum()), "n_failure": int(len(success) - success.sum()),
         "success_rate": float(success.mean()) if len(success) else float("nan"),
         "overclar_rate": _overclar_rate(pairs),
         "old_reward": {**old_info, "mean": float(old.mean())},
@@ -108,7 +130,7 @@ def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 202
         "generation": {k: meta.get(k) for k in ("max_new_tokens", "temperature", "max_turns", "generations",
                                                  "generation_seconds", "created")},
         "inputs": {"shadow_set": meta["shadow_set"], "shadow_set_sha256": meta["shadow_set_sha256"],
-                   "responses": responses_path(tag), "responses_sha256": meta["sha256"],
+                   "responses": responses_rel, "responses_sha256": meta["sha256"],
                    "weights": weights_path, "weights_sha256": sha256_file(ws.path(weights_path))},
     }
     out = f"reports/shadow_run_{tag}.json"
