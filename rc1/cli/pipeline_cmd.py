@@ -54,6 +54,7 @@ def register(app: typer.Typer) -> None:
                         continue
                     task = progress.add_task(stage.name, total=None)
                     pipe.run_stage(stage, progress, task)
+                    pipe.save_timings()  # after each stage, so the report stage lists every stage before it
                     progress.update(task, total=1, completed=1)
                     progress.console.print(f"  [green]done[/] {stage.name} ({pipe.timings[stage.name]:.1f} s)")
                     progress.advance(overall)

@@ -10,17 +10,17 @@ X = the seven rule-based dimensions of each scored response, y = the calibration
 Solver: scipy.optimize.nnls on the augmented system [X; sqrt(l) I] w = [y; sqrt(l) w0] gives the
 unconstrained-sum NNLS solution; it is projected exactly onto the capped simplex and used as the
 start of SLSQP with bounds [0, cap] and the equality sum w = 1 (the exact constrained optimum).
-lambda is picked by 5-fold CV unless given: the out-of-fold Spearman correlation of the fitted reward
-with the target (a reward's job is to rank responses: GRPO/RLOO use ranks within a group). The
-strongest prior whose CV rank correlation is within RANK_TIE_REL (relative) of the best wins: a weak
-prior lets a small sample swing the weights to a corner (e.g. correctness and format only) for no
-ranking gain, so among lambdas that rank equally well the one closest to the old weights is kept.
-(A one-standard-error rule was tried: with a rare binary target the rank correlation's standard error
-is so wide, 0.075 on 120 answers with 7 successes, that it always picked the strongest prior and the
-calibration could never move the weights.) Out-of-fold MAE and the rank correlation's bootstrap
-standard error are reported for every lambda too. 200 bootstrap resamples refit with
-that lambda and compare prior vs fitted weights on the out-of-bag rows: rank correlation (Spearman)
-with the target and MAE, with 95 % intervals. Acceptance (gates calibration section): median
+lambda is picked unless given: from the grid, the strongest prior (closest to the current weights)
+whose bootstrap acceptance passes, the smallest move that gives the required improvement (the round
+2 shadow run also asks the new reward to keep the old one's top answers). When none passes, the best
+5-fold CV Spearman correlation with the target wins (a reward's job is to rank responses: GRPO/RLOO
+use ranks within a group), ties within RANK_TIE_REL going to the stronger prior. (A one-standard-error
+rule was tried first: with a rare binary target the rank correlation's standard error is so wide,
+0.075 on 120 answers with 7 successes, that it always picked the strongest prior and calibration
+could never move the weights.) Out-of-fold MAE and rank correlation are reported for every lambda.
+200 bootstrap resamples (the same ones for every lambda) refit with a lambda and compare prior vs
+fitted weights on the out-of-bag rows: rank correlation (Spearman) with the target and MAE, with
+95 % intervals. Acceptance (gates calibration section): median
 rank-corr improvement >= 8 % and median MAE reduction >= 5 % vs the prior weights.
 """
 
@@ -37,7 +37,7 @@ from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file
 from rc1.runtime.workspace import Workspace
 
-LAMBDA_GRID = (0.0, 0.01, 0.1, 1.0, 10.0)  # multiplied by n (so the prior's pull does not shrink with n)
+LAMBDA_GRID = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)  # x n (the prior's pull does not shrink with n)
 RANK_TIE_REL = 0.01  # CV rank correlations within 1 % of the best count as equally good
 
 
@@ -141,20 +141,14 @@ def _ci(xs) -> dict:
             "hi95": float(np.percentile(a, 97.5)), "n": int(len(a))}
 
 
-def calibrate_arrays(X: np.ndarray, y: np.ndarray, w0: np.ndarray, *, prior_strength: float | None = None,
-                     folds: int = 5, bootstrap: int = 200, seed: int = 20250820, cap: float = 0.5,
-                     sample_weight: np.ndarray | None = None, rank_min_pct: float = 8.0,
-                     mae_min_pct: float = 5.0) -> dict:
-    """The numerical core (no I/O): choose lambda by CV, fit, bootstrap, acceptance."""
+def bootstrap_acceptance(X: np.ndarray, y: np.ndarray, w0: np.ndarray, lam: float, *, bootstrap: int, seed: int,
+                         cap: float = 0.5, sample_weight: np.ndarray | None = None, rank_min_pct: float = 8.0,
+                         mae_min_pct: float = 5.0) -> dict:
+    """Refit with `lam` on `bootstrap` resamples; compare prior vs fitted weights on the out-of-bag rows.
+
+    The resamples depend on `seed` only, so every lambda is judged on the same ones."""
     n = len(y)
-    if n < max(folds, 10):
-        raise ConfigError(f"calibration needs at least {max(folds, 10)} scored responses (got {n})")
     rng = np.random.default_rng(seed)
-    t0 = time.perf_counter()
-    grid = [prior_strength] if prior_strength is not None else list(LAMBDA_GRID)
-    cv = [cross_validate(X, y, w0, lam, folds, np.random.default_rng(seed), cap, sample_weight) for lam in grid]
-    lam = choose_lambda(cv)
-    w = fit_weights(X, y, w0, lam * n, cap, sample_weight)
     boot = {"rank_corr_prior": [], "rank_corr_fit": [], "mae_prior": [], "mae_fit": [], "rank_improve_pct": [],
             "mae_reduce_pct": [], "weights": []}
     for _ in range(bootstrap):
@@ -172,21 +166,64 @@ def calibrate_arrays(X: np.ndarray, y: np.ndarray, w0: np.ndarray, *, prior_stre
         boot["rank_improve_pct"].append(_pct(rf, rp, True))
         boot["mae_reduce_pct"].append(_pct(mf, mp, False))
         boot["weights"].append(wb)
-    wmat = np.array(boot["weights"]) if boot["weights"] else np.empty((0, len(w0)))
     rank_imp, mae_red = _ci(boot["rank_improve_pct"]), _ci(boot["mae_reduce_pct"])
     passed = bool(rank_imp["median"] >= rank_min_pct and mae_red["median"] >= mae_min_pct)
+    return {"boot": boot, "acceptance": {
+        "rank_corr_improve_pct_median": rank_imp["median"], "rank_corr_improve_pct_ci": rank_imp,
+        "mae_reduce_pct_median": mae_red["median"], "mae_reduce_pct_ci": mae_red,
+        "rank_corr_improve_pct_min": rank_min_pct, "mae_reduce_pct_min": mae_min_pct, "passed": passed}}
+
+
+def calibrate_arrays(X: np.ndarray, y: np.ndarray, w0: np.ndarray, *, prior_strength: float | None = None,
+                     folds: int = 5, bootstrap: int = 200, seed: int = 20250820, cap: float = 0.5,
+                     sample_weight: np.ndarray | None = None, rank_min_pct: float = 8.0,
+                     mae_min_pct: float = 5.0) -> dict:
+    """The numerical core (no I/O): CV over the lambda grid, choose lambda, fit, bootstrap, acceptance.
+
+    Lambda (unless given): the strongest prior whose bootstrap acceptance passes, i.e. the weights closest
+    to the current ones that still improve rank correlation and MAE by the required margins. The
+    round 2 shadow run then asks the new reward to keep the old one's top answers (top-10 % overlap,
+    Spearman); the smallest sufficient move is what serves both. When no lambda passes, the best CV
+    rank correlation is kept (choose_lambda) and the report says the acceptance failed."""
+    n = len(y)
+    if n < max(folds, 10):
+        raise ConfigError(f"calibration needs at least {max(folds, 10)} scored responses (got {n})")
+    t0 = time.perf_counter()
+    grid = [prior_strength] if prior_strength is not None else list(LAMBDA_GRID)
+    cv = [cross_validate(X, y, w0, lam, folds, np.random.default_rng(seed), cap, sample_weight) for lam in grid]
+    opts = dict(bootstrap=bootstrap, seed=seed, cap=cap, sample_weight=sample_weight, rank_min_pct=rank_min_pct,
+                mae_min_pct=mae_min_pct)
+    tried: list[dict] = []
+    chosen = None
+    if prior_strength is None:
+        for lam in sorted(grid, reverse=True):
+            res = bootstrap_acceptance(X, y, w0, lam, **opts)
+            a = res["acceptance"]
+            tried.append({"lambda": lam, "rank_corr_improve_pct_median": a["rank_corr_improve_pct_median"],
+                          "mae_reduce_pct_median": a["mae_reduce_pct_median"], "passed": a["passed"]})
+            if a["passed"]:
+                chosen = (lam, res)
+                break
+        rule = "strongest prior whose bootstrap acceptance passes"
+    if chosen is None:
+        lam = prior_strength if prior_strength is not None else choose_lambda(cv)
+        chosen = (lam, bootstrap_acceptance(X, y, w0, lam, **opts))
+        rule = "given" if prior_strength is not None else (
+            f"none passed: best CV rank correlation (ties within {RANK_TIE_REL:.0%}: strongest prior)")
+    lam, res = chosen
+    boot = res["boot"]
+    w = fit_weights(X, y, w0, lam * n, cap, sample_weight)
+    wmat = np.array(boot["weights"]) if boot["weights"] else np.empty((0, len(w0)))
     return {
-        "n": n, "lambda": lam, "lambda_scaled": lam * n, "cv": cv, "lambda_rule": f"best CV rank correlation (ties within {RANK_TIE_REL:.0%}: strongest prior)" if prior_strength is None else "given", "folds": folds, "bootstrap": len(boot["weights"]),
+        "n": n, "lambda": lam, "lambda_scaled": lam * n, "cv": cv, "lambda_rule": rule, "lambdas_tried": tried,
+        "folds": folds, "bootstrap": len(boot["weights"]),
         "weights_prior": dict(zip(REWARD_DIMENSIONS, map(float, w0))),
         "weights_new": dict(zip(REWARD_DIMENSIONS, map(float, w))),
         "weights_ci": {d: _ci(wmat[:, i]) for i, d in enumerate(REWARD_DIMENSIONS)} if len(wmat) else {},
         "in_sample": {"rank_corr_prior": rank_corr(X @ w0, y), "rank_corr_new": rank_corr(X @ w, y),
                       "mae_prior": mae(X @ w0, y), "mae_new": mae(X @ w, y)},
         "out_of_bag": {k: _ci(boot[k]) for k in ("rank_corr_prior", "rank_corr_fit", "mae_prior", "mae_fit")},
-        "acceptance": {"rank_corr_improve_pct_median": rank_imp["median"], "rank_corr_improve_pct_ci": rank_imp,
-                       "mae_reduce_pct_median": mae_red["median"], "mae_reduce_pct_ci": mae_red,
-                       "rank_corr_improve_pct_min": rank_min_pct, "mae_reduce_pct_min": mae_min_pct,
-                       "passed": passed},
+        "acceptance": res["acceptance"],
         "constraints": {"min": float(w.min()), "max": float(w.max()), "sum": float(w.sum()), "cap": cap},
         "seconds": time.perf_counter() - t0,
     }

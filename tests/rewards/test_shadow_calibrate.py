@@ -10,7 +10,7 @@ from rc1.cli.main import app
 from rc1.config.schema import GatesConfig, ShadowRunGate, TrainConfig
 from rc1.gates import reward_weights, shadow_run as shadow_gate
 from rc1.gates.base import GateContext
-from rc1.rewards.calibrate import calibrate_arrays, fit_weights, project_capped_simplex
+from rc1.rewards.calibrate import LAMBDA_GRID, calibrate_arrays, fit_weights, project_capped_simplex
 
 SHADOW_FIELDS = ("spearman", "kendall_tau", "top10_overlap", "top20_overlap", "corr_to_success_old",
                  "corr_to_success_new", "corr_improve_pct")
@@ -119,7 +119,10 @@ def test_shadow_run_old_reward_is_the_weights_calibration_replaced(shadow_ws):
     assert r.exit_code in (0, 3), r.output
     rep = json.loads(sorted(ws.path("reports").glob("calibration_report_*.json"))[-1].read_text())
     assert rep["items"] == "data/calib_items.jsonl" and rep["responses"] == "data/responses_calibration.jsonl"
-    assert rep["n"] == 40 and rep["lambda_rule"].startswith("best CV rank correlation")
+    assert rep["n"] == 40 and rep["lambda_rule"] in (
+        "strongest prior whose bootstrap acceptance passes",
+        "none passed: best CV rank correlation (ties within 1%: strongest prior)")
+    assert [t["lambda"] for t in rep["lambdas_tried"]] == sorted(LAMBDA_GRID, reverse=True)[:len(rep["lambdas_tried"])]
     current = json.loads(ws.path("configs/weights.json").read_text())
     assert current["previous"]["path"] == ws.path(rep["archived"]).name
 
@@ -154,6 +157,20 @@ def test_lambda_rule_keeps_the_strongest_prior_among_equally_good_rankers():
     assert choose_lambda(flat) == 0.0
 
 
+def test_lambda_is_the_strongest_prior_that_meets_the_acceptance():
+    """Answers whose success the prior ranks badly: the chosen lambda passes and every stronger one did not."""
+    rng = np.random.default_rng(5)
+    n = 150
+    X = rng.uniform(0, 1, (n, 7))
+    y = (X[:, 0] + 0.3 * rng.normal(size=n) > 0.9).astype(float)  # success follows dimension 0 only
+    rep = calibrate_arrays(X, y, np.full(7, 1 / 7), bootstrap=60)
+    assert rep["acceptance"]["passed"] and rep["lambda_rule"] == "strongest prior whose bootstrap acceptance passes"
+    tried = rep["lambdas_tried"]
+    assert tried[-1]["lambda"] == rep["lambda"] and tried[-1]["passed"]
+    assert all(not t["passed"] and t["lambda"] > rep["lambda"] for t in tried[:-1])
+    assert rep["weights_new"]["correctness"] > 1 / 7
+
+
 def test_projection_and_fit_respect_constraints():
     rng = np.random.default_rng(3)
     for _ in range(20):
@@ -181,7 +198,7 @@ def test_calibration_core_improves_a_bad_prior_and_reports_cis():
     a = r["acceptance"]
     assert a["passed"] and a["rank_corr_improve_pct_median"] >= 8 and a["mae_reduce_pct_median"] >= 5
     assert a["mae_reduce_pct_ci"]["lo95"] <= a["mae_reduce_pct_median"] <= a["mae_reduce_pct_ci"]["hi95"]
-    assert abs(sum(r["weights_new"].values()) - 1) < 1e-9 and len(r["cv"]) == 5
+    assert abs(sum(r["weights_new"].values()) - 1) < 1e-9 and len(r["cv"]) == len(LAMBDA_GRID)
 
 
 def test_ablation_reports_both_arms(shadow_ws):

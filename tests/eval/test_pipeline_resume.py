@@ -1,0 +1,79 @@
+"""`rc1 pipeline` (make run) picks up where it stopped: finished stages whose evidence still verifies are
+skipped, changed evidence is redone, training resumes from `latest`, and eval reruns for a new checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+from tests.eval.conftest import write_trainer_checkpoint
+
+
+def _pipeline(ws, config="configs/local.yaml"):
+    from rc1.config.load import load_train_config
+    from rc1.pipeline import Pipeline
+
+    return Pipeline(ws, config, load_train_config(config, ws), echo=lambda _: None)
+
+
+def _stage(pipe, name):
+    return next(s for s in pipe.stages() if s.name == name)
+
+
+def test_stage_order_walks_the_gated_machine_to_eval(ws):
+    names = [s.name for s in _pipeline(ws).stages()]
+    order = ["data: make-min", "scorer: live probe", "gate: round1", "reward: calibrate", "reward: shadow run",
+             "gate: round2", "train", "gate: training done", "eval", "report"]
+    assert [n for n in names if n in order] == order
+    shadow = _stage(_pipeline(ws), "reward: shadow run")
+    assert shadow.argv[shadow.argv.index("--source") + 1] == "eval_base" and "--n" not in shadow.argv
+
+
+def test_finished_data_stage_is_skipped_until_its_evidence_changes(ws):
+    pipe = _pipeline(ws)
+    make_min = _stage(pipe, "data: make-min")
+    assert not make_min.done()
+    pipe.run_stage(make_min)  # the real command, as `make run` runs it
+    assert make_min.done() and pipe.timings["data: make-min"] > 0
+    train = ws.path(pipe.cfg.data.train_path)
+    train.write_text(train.read_text().replace('"gsm8k"', '"GSM8K"', 1))  # an edit after the stage ran
+    assert not _pipeline(ws).stages()[0].done()
+
+
+def test_failed_stage_names_its_exit_and_failpack(ws):
+    import pytest
+
+    from rc1.pipeline import Stage, StageFailed
+
+    pipe = _pipeline(ws)
+    with pytest.raises(StageFailed) as exc:
+        pipe.run_stage(Stage("data: validate pool", ["data", "validate-pool", "data/no_such_pool.jsonl"]))
+    assert exc.value.exit_code in (2, 3) and "FAIL pack: reports/FAIL_" in str(exc.value)
+
+
+def test_interrupted_training_resumes_from_latest_and_eval_reruns_for_a_new_checkpoint(tiny_ws):
+    from rc1.config.load import load_train_config
+    from rc1.eval.harness import run_eval
+    from rc1.machine import store
+
+    ws = tiny_ws
+    pipe = _pipeline(ws, "configs/tiny.yaml")
+    store.save_record(ws, store.MachineRecord(state="training"))
+    train = _stage(pipe, "train")
+    assert "--resume" not in train.argv and not train.done()  # nothing to resume yet
+
+    cfg = load_train_config("configs/tiny.yaml", ws)
+    write_trainer_checkpoint(ws, cfg, 4)
+    pipe = _pipeline(ws, "configs/tiny.yaml")
+    train = _stage(pipe, "train")
+    assert train.argv[-2:] == ["--resume", "latest"]
+
+    ws.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+    ws.metrics_path.write_text(json.dumps({"step": cfg.run.max_steps, "loss": 0.1}) + "\n")
+    assert _stage(pipe, "train").done()  # reached max_steps: not run again
+
+    store.save_record(ws, store.MachineRecord(state="eval"))
+    assert not _stage(pipe, "eval").done()
+    run_eval(ws, cfg, checkpoint="latest", n=3, shadow_only=True, batch_size=4)
+    assert _stage(pipe, "eval").done()
+    write_trainer_checkpoint(ws, cfg, 8, scale=0.9)  # a newer latest (training went on)
+    assert not _stage(_pipeline(ws, "configs/tiny.yaml"), "eval").done()
