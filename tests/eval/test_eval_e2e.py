@@ -85,7 +85,11 @@ def test_eval_base_only_on_the_embedded_smollm2(ws):
     assert r.exit_code == 0, r.output
     rep = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
     assert rep["checkpoint"] is None and rep["results"]["shadow"]["base"]["n"] == 3 and list(rep["sets"]) == ["shadow"]
-    assert rep["generation"]["dtype"] == "bfloat16" and rep["throughput"]["base"]["episodes_per_s"] > 0
+    from rc1.runtime.device import cpu_bf16_supported
+
+    # bf16 where the CPU computes it natively; elsewhere fp32 (emulated bf16 measured 3.3x slower)
+    assert rep["generation"]["dtype"] == ("bfloat16" if cpu_bf16_supported() else "float32")
+    assert rep["throughput"]["base"]["episodes_per_s"] > 0
 
 
 def test_checkpoint_weights_full_and_lora_adapter_are_applied(tiny_ws):
