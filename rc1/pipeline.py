@@ -112,7 +112,7 @@ class Pipeline:
             Stage("data: difficulty metrics", ["data", "difficulty", "metrics", "--in", raw, "--out", metrics,
                                                "--base", base], lambda: past() or self.artifacts_ok(metrics)),
             Stage("data: difficulty bucketize", ["data", "difficulty", "bucketize", "--metrics", metrics, "--out", balanced,
-                                                 "--target", target, "--seed", str(pool.seed)],
+                                                 "--target", target, "--seed", str(pool.seed), "--mix", mix],
                   lambda: past() or self.artifacts_ok(balanced)),
             Stage("data: difficulty validate", ["data", "difficulty", "validate", "--metrics", metrics,
                                                 "--balanced", balanced, "--gates", cfg.gates],

@@ -151,11 +151,13 @@ def register(app: typer.Typer) -> None:
         target: Annotated[str, typer.Option(help="bucket shares per task")] = "easy:0.25,medium:0.45,hard:0.30",
         seed: Annotated[int, typer.Option(help="resampling seed")] = 20250821,
         out: Annotated[str, typer.Option(help="balanced pool JSONL")] = "data/rollouts/rc1_seed.balanced.jsonl",
+        mix: Annotated[Optional[str], typer.Option(help="task shares the balanced pool keeps, e.g. "
+                                                        "'hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25' (default: none)")] = None,
     ) -> None:
-        """Balanced resampling per task to the target bucket shares."""
+        """Balanced resampling per task to the target bucket shares (and, with --mix, to the task shares)."""
         from rc1.data.pipeline import bucketize_file
 
-        info = bucketize_file(workspace(), metrics_path, out, target=target, seed=seed)
+        info = bucketize_file(workspace(), metrics_path, out, target=target, seed=seed, mix=mix)
         typer.echo(f"wrote {info['path']} ({info['n']} items) sha256 {info['sha256']}")
         for task, s in info["balance"].items():
             typer.echo(f"  {task}: kept {s['kept']} of {s['available']}")

@@ -227,14 +227,18 @@ def difficulty_metrics_file(ws: Workspace, pool: str | Path, out: str | Path, *,
     return {"path": ev.path, "sha256": ev.sha256, "n": len(metrics), "tokenizer": tok}
 
 
-def bucketize_file(ws: Workspace, metrics: str | Path, out: str | Path, *, target=None, seed: int = 20250821) -> dict:
+def bucketize_file(ws: Workspace, metrics: str | Path, out: str | Path, *, target=None, seed: int = 20250821,
+                   mix=None) -> dict:
+    from rc1.data.pool import parse_mix
+
     m_p, out_p = ws.path(metrics), ws.path(out)
     target = D.parse_target(target or D.DEFAULT_TARGET)
+    mix = parse_mix(mix) if mix else None
     items = read_jsonl(m_p)
-    balanced, summary = D.balance(items, target, seed)
+    balanced, summary = D.balance(items, target, seed, mix)
     write_jsonl(out_p, balanced)
-    _write_meta(ws, out_p, m_p, target=target, seed=seed, balance=summary, n=len(balanced))
-    ev = register_artifact(ws, out_p, "balanced_pool", source=ws.rel(m_p), target=target, seed=seed)
+    _write_meta(ws, out_p, m_p, target=target, seed=seed, mix=mix, balance=summary, n=len(balanced))
+    ev = register_artifact(ws, out_p, "balanced_pool", source=ws.rel(m_p), target=target, seed=seed, mix=mix)
     return {"path": ev.path, "sha256": ev.sha256, "n": len(balanced), "balance": summary}
 
 

@@ -59,6 +59,27 @@ def test_balanced_pool_meets_the_target_per_task(diff_ws):
     assert sum(rep["distributions"]["all"]["turns"]["histogram"]["counts"]) == rep["n_items"]
 
 
+def test_balance_with_a_mix_keeps_the_task_shares(diff_ws, tmp_path):
+    from collections import Counter
+
+    from rc1.data.io import read_jsonl
+
+    out = "data/rollouts/mixed.balanced.jsonl"
+    res = run_cli(diff_ws, "data", "difficulty", "bucketize", "--out", out,
+                  "--mix", "hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25")
+    assert res.exit_code == 0, res.output
+    bal = read_jsonl(diff_ws.path(out))
+    shares = {t: c / len(bal) for t, c in Counter(it["task"] for it in bal).items()}
+    assert shares == pytest.approx({"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25}, abs=0.005)
+    for task in shares:  # the bucket target still holds inside every task
+        c = Counter(it["bucket"] for it in bal if it["task"] == task)
+        assert c["hard"] / sum(c.values()) >= 0.30 and c["easy"] / sum(c.values()) <= 0.30
+    unmixed = read_jsonl(diff_ws.path("data/rollouts/rc1_seed.balanced.jsonl"))
+    assert len(bal) <= len(unmixed)
+    bad = run_cli(diff_ws, "data", "difficulty", "bucketize", "--out", out, "--mix", "hotpotqa:0.5,trivia:0.5")
+    assert bad.exit_code == 2
+
+
 def test_a_violated_bound_fails_and_names_the_item(diff_ws, tmp_path):
     from rc1.config.schema import DifficultyGate
     from rc1.data.difficulty import difficulty_checks
