@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from rc1.runtime.workspace import Workspace
 
 log_name = "rc1.pipeline"
 TIMINGS = "reports/rc1/pipeline_timings.json"
+INTERRUPT_GRACE_S = 180  # a training step on a laptop CPU plus its checkpoint
 
 
 class StageFailed(Rc1Error):
@@ -187,36 +189,66 @@ class Pipeline:
         log_path = self.ws.logs / "pipeline.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         t0 = time.time()
+        tail: list[str] = []
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {stage.name}: rc1 "
                       f"{' '.join(stage.argv)}\n")
             log.flush()
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            tail: list[str] = []
             assert proc.stdout is not None
             os.set_blocking(proc.stdout.fileno(), False)
-            while True:
-                line = proc.stdout.readline()
-                if line:
-                    log.write(line)
-                    tail.append(line.rstrip("\n"))
-                    del tail[:-200]
-                    continue
-                if proc.poll() is not None:
-                    rest = proc.stdout.read() or ""
-                    log.write(rest)
-                    tail.extend(rest.splitlines())
-                    break
-                if stage.watch and progress is not None:
-                    prog = stage.watch()
-                    if prog:
-                        progress.update(task, completed=prog[0], total=prog[1])
-                time.sleep(0.2)
+            try:
+                self._pump(proc, log, tail, stage.watch if progress is not None else None, progress, task)
+            except KeyboardInterrupt:
+                self._stop_child(proc, log, tail)
+                raise
         self.timings[stage.name] = round(time.time() - t0, 2)
         if proc.returncode != 0:
             pack = self._failpack()
             raise StageFailed(stage.name, proc.returncode, "\n".join(tail), pack)
+
+    @staticmethod
+    def _pump(proc, log, tail: list[str], watch=None, progress=None, task=None, deadline: float | None = None) -> None:
+        """Copy the child's output to the log (and `tail`) until it exits or `deadline` passes."""
+        while True:
+            line = proc.stdout.readline()
+            if line:
+                log.write(line)
+                tail.append(line.rstrip("\n"))
+                del tail[:-200]
+                continue
+            if proc.poll() is not None:
+                rest = proc.stdout.read() or ""
+                log.write(rest)
+                tail.extend(rest.splitlines())
+                return
+            if deadline is not None and time.time() > deadline:
+                return
+            if watch is not None:
+                prog = watch()
+                if prog:
+                    progress.update(task, completed=prog[0], total=prog[1])
+            time.sleep(0.2)
+
+    def _stop_child(self, proc, log, tail: list[str]) -> None:
+        """Ctrl-C: let the running stage stop cleanly (the trainer finishes its step and checkpoints)
+        while its output is still read, instead of leaving it to write into a closed pipe. A second
+        Ctrl-C or INTERRUPT_GRACE_S seconds without an exit end the wait (SIGTERM, then SIGKILL)."""
+        log.write(f"--- interrupted: waiting up to {INTERRUPT_GRACE_S} s for the stage to stop cleanly\n")
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # an interrupt sent to the pipeline alone did not reach the child
+        try:
+            self._pump(proc, log, tail, deadline=time.time() + INTERRUPT_GRACE_S)
+        except KeyboardInterrupt:
+            pass
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        log.write(f"--- stage stopped (exit {proc.returncode})\n")
 
     def _failpack(self) -> str | None:
         from rc1.runtime.failpack import make_failpack

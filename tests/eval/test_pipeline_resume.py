@@ -77,3 +77,29 @@ def test_interrupted_training_resumes_from_latest_and_eval_reruns_for_a_new_chec
     assert _stage(pipe, "eval").done()
     write_trainer_checkpoint(ws, cfg, 8, scale=0.9)  # a newer latest (training went on)
     assert not _stage(_pipeline(ws, "configs/tiny.yaml"), "eval").done()
+
+
+def test_ctrl_c_lets_the_running_stage_stop_cleanly_while_its_output_is_read(ws):
+    """The trainer answers SIGINT by finishing its step and checkpointing; the pipeline must keep reading its
+    output until it exits (it once quit at once, and the trainer died on a broken pipe after its checkpoint)."""
+    import io
+    import os
+    import subprocess
+    import sys
+
+    script = ("import signal, sys, time\n"
+              "def stop(*_):\n"
+              "    time.sleep(0.5)\n"
+              "    print('checkpoint written, stopping cleanly', flush=True)\n"
+              "    sys.exit(0)\n"
+              "signal.signal(signal.SIGINT, stop)\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, bufsize=1)
+    assert child.stdout.readline().strip() == "ready"
+    os.set_blocking(child.stdout.fileno(), False)
+    log, tail = io.StringIO(), []
+    _pipeline(ws)._stop_child(child, log, tail)
+    assert child.returncode == 0 and "checkpoint written, stopping cleanly" in tail
+    assert "stage stopped (exit 0)" in log.getvalue()
