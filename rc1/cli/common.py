@@ -46,8 +46,9 @@ class Rc1Group(TyperGroup):
             raise fail(exc) from None
         except (_cli_exc.ClickException, typer.Exit, typer.Abort):
             raise
-        except KeyboardInterrupt:
-            raise
+        except (KeyboardInterrupt, BrokenPipeError):
+            raise  # interrupted, or the reader of our output went away (`rc1 status | head`; click exits 1
+            # quietly on EPIPE): neither is a crash, so no FATAL and no ERROR report
         except Exception as exc:  # noqa: BLE001 - the one place crashes become FATAL + ERROR json
             from rc1.runtime.fatal import report_fatal
 

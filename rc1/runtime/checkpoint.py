@@ -344,11 +344,8 @@ def list_checkpoints(ws: Workspace, run_dir: str | os.PathLike) -> list[Checkpoi
     latest = read_latest(root)
     entries = [(s, p, False) for s, p in step_dirs(root)]
     best = root / BEST
-    if best.is_dir():
-        step = None
-        with contextlib.suppress(Exception):
-            step = int(read_meta(best)[META_STEP])
-        entries.append((step if step is not None else -1, best, True))
+    if best.is_dir():  # append-only copies: best/step_XXXXX/ (rc1.eval.harness.update_best)
+        entries += [(s, p, True) for s, p in step_dirs(best)]
     out = []
     for s, p, is_best in entries:
         size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())

@@ -43,6 +43,13 @@ def test_write_verify_latest_manifest_and_prune(tmp_path):
     assert [(i.step, i.is_latest, i.is_best) for i in infos if not i.is_best] == [(3, False, False), (4, False, False),
                                                                                    (5, True, False)]
     assert all(i.verified for i in infos if not i.is_best)
+    # best/ holds append-only step copies (and an index), listed one by one and verified
+    import shutil
+
+    shutil.copytree(root / "step_00004", root / "best" / "step_00004")
+    (root / "best" / "index.jsonl").write_text("{}\n")
+    best = [i for i in ckpt.list_checkpoints(ws, "checkpoints/r") if i.is_best]
+    assert [(i.path, i.step, i.verified, i.is_latest) for i in best] == [("checkpoints/r/best/step_00004", 4, True, False)]
 
 
 def test_flipped_byte_is_refused_and_fallback_only_when_told(tmp_path):
