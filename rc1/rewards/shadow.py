@@ -22,8 +22,8 @@ import numpy as np
 from rc1.config.schema import TrainConfig
 from rc1.rewards.responses import obtain_responses, pair_rows, responses_path
 from rc1.rewards.reward import RewardModel, ScoredEpisode
-from rc1.runtime.errors import ConfigError
 from rc1.runtime.atomic import atomic_write_json
+from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file
 from rc1.runtime.workspace import Workspace
 

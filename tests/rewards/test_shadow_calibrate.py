@@ -45,6 +45,14 @@ def test_shadow_run_report_has_every_field_and_gate_checks_hashes(shadow_ws):
     ctx = GateContext(ws=ws, gates=lenient_gates(), round="round2", config=cfg)
     res = shadow_gate.evaluate(ctx)
     assert res.passed, [c for c in res.checks if not c.passed]
+    # A correlation with success needs solved and failed answers: too few of either fails the gate.
+    outcomes = min(rep["n_success"], rep["n_failure"])
+    assert rep["n_success"] + rep["n_failure"] == 45 and outcomes >= 5
+    scarce = GatesConfig(shadow_run=ShadowRunGate(spearman_min=-1, top10_overlap_min=0, corr_improve_pct_min=-1e9,
+                                                  min_outcomes=outcomes + 1))
+    failing = [c for c in shadow_gate.evaluate(GateContext(ws=ws, gates=scarce, round="round2", config=TrainConfig()))
+               .checks if not c.passed]
+    assert [(c.name, c.measured) for c in failing] == [("solved and failed answers (fewer of the two)", outcomes)]
     assert {e.path for e in res.evidence} >= {"reports/shadow_run_pre_run_check.json", "configs/weights.json",
                                               "data/shadow_eval_245.jsonl", "data/shadow_responses_pre_run_check.jsonl"}
     # Production thresholds come from the gates config and are reported with the measured values.
