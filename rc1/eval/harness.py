@@ -272,19 +272,17 @@ def _run_sets(model, tok, sets: dict[str, dict], gen: dict, progress: Progress |
     return out, {"episodes": len(records), "seconds": secs, "episodes_per_s": len(records) / secs if secs else None}
 
 
-def base_cache_path(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict], gen: dict) -> tuple[Path, str, dict]:
+def read_base_cache(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict],
+                    gen: dict) -> tuple[Path, str, dict, dict | None]:
+    """(path, key, key material, document) of the base model's cached eval pass; the document is None
+    unless the file's key and sidecar match."""
     key, material = base_cache_key(cfg, sets, gen)
-    return ws.path(f"{CACHE_DIR}/base_{key[:16]}.json"), key, material
-
-
-def read_base_cache(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict], gen: dict) -> tuple[Path, dict | None]:
-    """(path, document) of the base model's cached eval pass; document None unless its key and sidecar match."""
-    path, key, _ = base_cache_path(ws, cfg, sets, gen)
+    path = ws.path(f"{CACHE_DIR}/base_{key[:16]}.json")
+    doc = None
     if path.exists() and verify_artifact(ws, path):
-        doc = json.loads(path.read_text())
-        if doc.get("key") == key:
-            return path, doc
-    return path, None
+        found = json.loads(path.read_text())
+        doc = found if found.get("key") == key else None
+    return path, key, material, doc
 
 
 def base_records(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict], gen: dict, device, dtype,
@@ -293,14 +291,13 @@ def base_records(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict], gen: 
 
     The cache also keeps each base episode's reward-relevant fields, so the round 2 shadow run can
     score the same greedy base answers the eval compares against (`base_episodes`)."""
-    path, doc = read_base_cache(ws, cfg, sets, gen)
+    path, key, material, doc = read_base_cache(ws, cfg, sets, gen)
     if doc is not None:
         log.info("eval: base records from cache %s", ws.rel(path))
         if progress:
             progress(f"base: cached ({ws.rel(path)})")
         recs = {k: [EpisodeRecord.from_dict(r) for r in v] for k, v in doc["records"].items()}
         return recs, {**doc["throughput"], "cached": True, "cache": ws.rel(path)}
-    _, key, material = base_cache_path(ws, cfg, sets, gen)
     model, tok = load_base(cfg, device, dtype)
     episodes: dict[str, list] = {}
     recs, thr = _run_sets(model, tok, sets, gen, progress, "base", episodes)
@@ -322,7 +319,7 @@ def base_episodes(ws: Workspace, cfg: "TrainConfig", *, batch_size: int = DEFAUL
     device, dtype = _torch_setup(cfg)
     gen = generation_settings(cfg, batch_size, dtype)
     base_records(ws, cfg, sets, gen, device, dtype, progress)
-    path, doc = read_base_cache(ws, cfg, sets, gen)
+    path, _, _, doc = read_base_cache(ws, cfg, sets, gen)
     if doc is None or HELDOUT not in (doc.get("episodes") or {}):
         raise ConfigError(f"{ws.rel(path)}: the base eval cache holds no episodes (written by an older rc1); "
                           "delete it and run again")

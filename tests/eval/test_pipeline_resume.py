@@ -103,3 +103,20 @@ def test_ctrl_c_lets_the_running_stage_stop_cleanly_while_its_output_is_read(ws)
     _pipeline(ws)._stop_child(child, log, tail)
     assert child.returncode == 0 and "checkpoint written, stopping cleanly" in tail
     assert "stage stopped (exit 0)" in log.getvalue()
+
+
+def test_shadow_run_scores_the_eval_base_pass_and_eval_reuses_it(tiny_ws):
+    """--source eval_base: the shadow run generates the eval's greedy base pass once; `rc1 eval` then reads it."""
+    from rc1.config.load import load_train_config
+    from rc1.eval.harness import run_eval
+    from rc1.rewards.shadow import shadow_run
+
+    ws = tiny_ws
+    cfg = load_train_config("configs/tiny.yaml", ws)
+    rep = shadow_run(ws, cfg, source="eval_base", tag="t")
+    assert rep["source"] == "eval_base" and rep["n"] == 9 and rep["n_success"] + rep["n_failure"] == 9
+    cache = rep["inputs"]["responses"]
+    assert cache.startswith("reports/eval_cache/base_") and ws.path(cache + ".sha256").exists()
+    write_trainer_checkpoint(ws, cfg, 2)
+    _, ev = run_eval(ws, cfg, checkpoint="latest", shadow_only=True, batch_size=4)
+    assert ev["throughput"]["base"]["cached"] and ev["throughput"]["base"]["cache"] == cache
