@@ -90,10 +90,21 @@ def print_checks(results: Iterable, echo: Callable[[str], None] = typer.echo) ->
         echo(f"[{'PASS' if res.passed else 'FAIL'}] {res.gate}")
         for c in res.checks:
             measured = _fmt(c.measured)
-            line = f"    {'ok  ' if c.passed else 'FAIL'} {c.name}: {measured} (threshold {c.threshold})"
+            line = f"    {status_label(res, c)} {c.name}: {measured} (threshold {c.threshold})"
             if c.detail:
                 line += f" - {c.detail}"
             echo(line)
+
+
+def status_label(res, c) -> str:
+    """ok / FAIL / N/M (not measurable; WARN when the profile lets it through) / N/A (not applicable)."""
+    from rc1.gates.base import NOT_APPLICABLE, NOT_MEASURABLE
+
+    if c.status == NOT_MEASURABLE:
+        return "N/M!" if res.blocks(c) else "WARN"
+    if c.status == NOT_APPLICABLE:
+        return "N/A "
+    return "ok  " if c.passed else "FAIL"
 
 
 def _fmt(v) -> str:

@@ -104,9 +104,30 @@ def _apply_env_overrides(cfg: TrainConfig) -> None:
         raise ConfigError("simulate: true is forbidden when RUN_MODE=prod")
 
 
+def missing_keys(model: type[BaseModel], data: dict, prefix: str = "") -> list[str]:
+    """Dotted paths of `model`'s fields that `data` leaves out (nested models recursively)."""
+    out = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        if name not in data:
+            out.append(path)
+            continue
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel) and isinstance(data[name], dict):
+            out += missing_keys(sub, data[name], path + ".")
+    return out
+
+
 def load_gates_config(path: str | os.PathLike, ws: Workspace | None = None) -> GatesConfig:
+    """A gates config states every threshold: a key left out is an error (exit 2), never a silent default."""
     p = _resolve(ws, path)
-    return validate(GatesConfig, read_mapping(p, path), str(path))
+    data = read_mapping(p, path)
+    cfg = validate(GatesConfig, data, str(path))
+    missing = missing_keys(GatesConfig, data)
+    if missing:
+        raise ConfigError(f"{path}: {len(missing)} threshold(s) missing; a gates config states every one",
+                          lines=[f"{m}: missing" for m in missing])
+    return cfg
 
 
 def load_weights(path: str | os.PathLike, ws: Workspace | None = None, *, max_weight: float = 0.5,
@@ -137,7 +158,7 @@ def verify_config_file(path: str | os.PathLike, ws: Workspace | None = None) -> 
     if kind == "weights":
         return kind, load_weights(path, ws)
     if kind == "gates":
-        return kind, validate(GatesConfig, data, str(path))
+        return kind, load_gates_config(path, ws)
     cfg = validate(TrainConfig, data, str(path))
     _apply_env_overrides(cfg)
     # A train config names a gates config and weights: they must load too.

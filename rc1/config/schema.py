@@ -118,7 +118,10 @@ class PenaltySection(Strict):
 class RewardSection(Strict):
     weights: str = "configs/weights.json"
     overclar: PenaltySection = Field(default_factory=PenaltySection)
-    difficulty_beta: float = Field(0.05, ge=0, le=0.5)
+    difficulty_beta: float = Field(0.05, ge=0, le=0.5, description="advantage factor 1 + beta*(I[hard] - I[easy])")
+    shaping_scale: float = Field(
+        0.5, ge=0, lt=1, description="total = I[success] + shaping_scale * shaping (shaping in [0, 1]); < 1 so "
+                                     "a correct answer always outscores a wrong one")
     unstable_variance: float = Field(0.08, ge=0)
     unstable_downweight: float = Field(0.5, ge=0, le=1)
 
@@ -399,6 +402,9 @@ class GatesConfig(Strict):
 
     profile: Literal["production", "laptop"] = "production"
     note: str = ""
+    not_measurable: Literal["block", "warn"] = Field(
+        "block", description="a check whose inputs cannot show a difference: block the transition (production) "
+                             "or warn (laptop profile)")
     pool: PoolGate = Field(default_factory=PoolGate)
     difficulty: DifficultyGate = Field(default_factory=DifficultyGate)
     reward: RewardGate = Field(default_factory=RewardGate)

@@ -117,14 +117,14 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
 
 def _accuracy(model, tokenizer, items: list[dict], batch_size: int = 50) -> float:
     from rc1.envs.rollout import generate_episodes
-    from rc1.rewards.verifiers import verify
+    from rc1.rewards.verifiers import verify_episode
 
     correct = 0
     for i in range(0, len(items), batch_size):
         chunk = items[i:i + batch_size]
         eps = generate_episodes(model, tokenizer, chunk, greedy=True, max_new_tokens=32, max_turns=1,
                                 batch_size=batch_size)
-        correct += sum(verify(it["task"], ep.final_answer, it["answer"]).success for it, ep in zip(chunk, eps))
+        correct += sum(verify_episode(it, ep).success for it, ep in zip(chunk, eps))
     return correct / len(items)
 
 

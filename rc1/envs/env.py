@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from rc1.envs.answers import extract_final_answer
 from rc1.envs.episode import Episode
 from rc1.envs.protocol import THINK_OPEN, parse_action, system_prompt
 from rc1.envs.tools import run_calc, wiki_search
@@ -148,8 +149,8 @@ class EpisodeState:
         if action.kind == "none":
             if hit_limit:
                 self.truncated = True
-            else:
-                self.final_answer = action.arg or None
+            else:  # no action line: the answer is read from its visible text (answer line, else last line)
+                self.final_answer = extract_final_answer(action.arg)
             self.done = True
             return
         if self.turns >= self.max_turns:  # an action it may not follow up on

@@ -57,9 +57,9 @@ class EpisodeRecord:
 
     @classmethod
     def of(cls, item: dict, episode: Any) -> "EpisodeRecord":
-        from rc1.rewards.verifiers import verify
+        from rc1.rewards.verifiers import verify_episode
 
-        verdict = verify(item["task"], episode.final_answer, item.get("answer", ""), item.get("aliases") or ())
+        verdict = verify_episode(item, episode)
         return cls(item_id=str(item["id"]), task=item["task"], bucket=item.get("bucket"),
                    needs_clarification=bool(item.get("needs_clarification")), success=bool(verdict.success),
                    score=float(verdict.score), clarifications=int(episode.clarifications or 0),

@@ -6,6 +6,17 @@ A gate area is a module under `rc1.gates` with one function::
 
 It is pure with respect to the machine: it reads files and thresholds, returns what it
 measured and the evidence (path + sha256 of every file it looked at), and never changes state.
+
+A check has one of four statuses:
+
+  pass            measured, and meets its threshold
+  fail            measured, and misses it (or its input is missing or broken)
+  not measurable  its inputs cannot show a difference (both arms at rate 0, nobody ever asked for
+                  clarification): never a pass. Whether it blocks is the gates config's
+                  `not_measurable` policy: `block` (production) or `warn` (laptop profile; the
+                  report says so)
+  not applicable  the check makes no sense for this data (a custom task without supporting text
+                  has no clue overlap); never blocks, and always says why
 """
 
 from __future__ import annotations
@@ -30,23 +41,50 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+PASS, FAIL, NOT_MEASURABLE, NOT_APPLICABLE = "pass", "fail", "not measurable", "not applicable"
+STATUSES = (PASS, FAIL, NOT_MEASURABLE, NOT_APPLICABLE)
+
+
 @dataclass(frozen=True)
 class Check:
-    """One measured check. `threshold` is human-readable, e.g. '>= 0.60' or 'in [64, 4096]'."""
+    """One measured check. `threshold` is human-readable, e.g. '>= 0.60' or 'in [64, 4096]'.
+
+    `passed` is whether it lets the gate through on its own (True for pass and not applicable);
+    `status` is what happened (see the module docstring); it defaults from `passed`."""
 
     name: str
     measured: Any
     threshold: str
     passed: bool
     detail: str = ""
+    status: str = ""
+
+    def __post_init__(self):
+        if not self.status:
+            object.__setattr__(self, "status", PASS if self.passed else FAIL)
+        if self.status not in STATUSES:
+            raise ValueError(f"check {self.name!r}: unknown status {self.status!r}")
+        if (self.status == NOT_APPLICABLE) != bool(self.passed) and self.status in (NOT_APPLICABLE, NOT_MEASURABLE):
+            raise ValueError(f"check {self.name!r}: status {self.status!r} with passed={self.passed}")
 
     def to_dict(self) -> dict:
         return {"name": self.name, "measured": _jsonable(self.measured), "threshold": self.threshold,
-                "passed": bool(self.passed), "detail": self.detail}
+                "passed": bool(self.passed), "status": self.status, "detail": self.detail}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Check":
-        return cls(d["name"], d.get("measured"), d.get("threshold", ""), bool(d.get("passed")), d.get("detail", ""))
+        return cls(d["name"], d.get("measured"), d.get("threshold", ""), bool(d.get("passed")), d.get("detail", ""),
+                   d.get("status", ""))
+
+    @classmethod
+    def not_measurable(cls, name: str, threshold: str, why: str, measured: Any = None) -> "Check":
+        """Inputs that cannot show a difference: never a pass (the gates config says whether it blocks)."""
+        return cls(name, measured, threshold, False, f"not measurable: {why}", NOT_MEASURABLE)
+
+    @classmethod
+    def not_applicable(cls, name: str, why: str) -> "Check":
+        """The check makes no sense for this data: it does not block, and says why."""
+        return cls(name, None, "applicable", True, f"not applicable: {why}", NOT_APPLICABLE)
 
     @classmethod
     def at_least(cls, name: str, measured: float | None, minimum: float, detail: str = "") -> "Check":
@@ -93,23 +131,35 @@ class GateResult:
     checks: list[Check] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # The gates config's `not_measurable` policy (rc1.gates.registry sets it): True = block (production).
+    not_measurable_blocks: bool = True
+
+    def blocks(self, c: Check) -> bool:
+        return c.status == FAIL or (c.status == NOT_MEASURABLE and self.not_measurable_blocks)
 
     @property
     def passed(self) -> bool:
-        return bool(self.checks) and all(c.passed for c in self.checks)
+        return bool(self.checks) and not any(self.blocks(c) for c in self.checks)
 
     @property
     def failing(self) -> list[Check]:
-        return [c for c in self.checks if not c.passed]
+        return [c for c in self.checks if self.blocks(c)]
+
+    @property
+    def warnings(self) -> list[Check]:
+        """Not-measurable checks the laptop policy lets through: shown, never counted as passes."""
+        return [c for c in self.checks if c.status == NOT_MEASURABLE and not self.not_measurable_blocks]
 
     def to_dict(self) -> dict:
         return {"gate": self.gate, "passed": self.passed, "checks": [c.to_dict() for c in self.checks],
-                "evidence": [e.to_dict() for e in self.evidence], "notes": list(self.notes)}
+                "evidence": [e.to_dict() for e in self.evidence], "notes": list(self.notes),
+                "not_measurable": "block" if self.not_measurable_blocks else "warn"}
 
     @classmethod
     def from_dict(cls, d: dict) -> "GateResult":
         return cls(d["gate"], [Check.from_dict(c) for c in d.get("checks", [])],
-                   [Evidence(e["path"], e["sha256"]) for e in d.get("evidence", [])], list(d.get("notes", [])))
+                   [Evidence(e["path"], e["sha256"]) for e in d.get("evidence", [])], list(d.get("notes", [])),
+                   d.get("not_measurable", "block") == "block")
 
 
 @dataclass

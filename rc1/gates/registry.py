@@ -57,6 +57,10 @@ def run_area(area: str, ctx: GateContext) -> GateResult:
         return GateResult(area, [Check(area, None, "runs", False, f"crashed: {exc.__class__.__name__}: {exc}")])
     if not result.checks:
         result.checks.append(Check(area, None, "at least one check", False, "area returned no checks"))
+    result.not_measurable_blocks = ctx.gates.not_measurable == "block"
+    if result.warnings:
+        result.notes.append(f"{len(result.warnings)} check(s) not measurable: allowed by this profile's "
+                            f"`not_measurable: warn` ({ctx.gates.profile}); production blocks on them")
     return result
 
 

@@ -19,8 +19,8 @@ import re
 from typing import Any
 
 from rc1.config.schema import REWARD_DIMENSIONS
-from rc1.rewards.verifiers import (extract_final_answer, has_answer_line, strip_think, think_well_formed,
-                                   verify)
+from rc1.envs.answers import has_answer_line, strip_think, think_well_formed
+from rc1.rewards.verifiers import verify_episode
 
 _WORD = re.compile(r"[A-Za-z0-9\u4e00-\u9fff]+(?:[.,][0-9]+)?")
 _NUM = re.compile(r"\d+(?:\.\d+)?")
@@ -109,18 +109,13 @@ def score_clarification(needs_clarification: bool, clarifications: int) -> float
     return max(0.0, 1.0 - 0.5 * clarifications)
 
 
-def final_answer_of(episode: Any) -> str | None:
-    ans = getattr(episode, "final_answer", None)
-    return ans if ans is not None else extract_final_answer(getattr(episode, "model_text", ""))
-
-
 def score_dimensions(item: dict, episode: Any) -> tuple[dict[str, float], bool]:
     """All seven dimensions for one episode, and whether the task was solved."""
     task = item.get("task") or getattr(episode, "task", "")
     text = getattr(episode, "model_text", "") or ""
     truncated = bool(getattr(episode, "truncated", False))
     clar = int(getattr(episode, "clarifications", 0) or 0)
-    verdict = verify(task, final_answer_of(episode), item.get("answer", ""), item.get("aliases") or ())
+    verdict = verify_episode(item, episode)
     dims = {
         "correctness": float(verdict.score),
         "reasoning": score_reasoning(text),

@@ -31,7 +31,7 @@ from typing import Any
 
 from rc1.config.schema import RewardSection, ScorerSection
 from rc1.rewards.cache import JudgeStore, LedgerRow, cache_key
-from rc1.rewards.verifiers import strip_think
+from rc1.envs.answers import strip_think
 from rc1.runtime.atomic import append_line, atomic_write_json
 from rc1.runtime.errors import ConfigError, Rc1Error
 from rc1.runtime.secrets import redact

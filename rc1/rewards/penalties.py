@@ -1,7 +1,7 @@
 """Over-clarification penalty and difficulty bonus (SPEC §5), and the in-process penalty check.
 
 penalty = alpha * min(c, cap)   when the item does NOT need clarification (c = clarification turns)
-bonus   = 1 + beta * (I[hard] - I[easy])     applied multiplicatively to the reward
+bonus   = 1 + beta * (I[hard] - I[easy])     a factor on the ADVANTAGES of the item's rollouts (rc1.rewards.reward)
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def overclar_penalty_cases(alpha: float = 0.07, cap: int = 3) -> list[PenaltyCas
     (5 is above the cap), and an item that needs clarification (never penalized). Expected values
     are written from the rule, not from the function under test. A final case scores one episode
     through RewardModel with the penalty on and off and checks the totals differ by exactly the
-    penalty (so the switch is really wired into the reward).
+    penalty's share of the reward, shaping_scale * penalty / (1 + alpha * cap) (so the switch is
+    really wired into the reward).
     """
     expected = {0: 0.0, 1: alpha * 1, 2: alpha * 2, 5: alpha * min(5, cap)}
     cases = [PenaltyCase(f"c={c}" if c else "no trigger (c=0)", False, c, exp, overclar_penalty(False, c, alpha, cap))
@@ -61,4 +62,5 @@ def _wired_case(alpha: float, cap: int) -> PenaltyCase:
                        clarifications=2, truncated=False, model_text="3 + 4 = 7\nANSWER: 7")
     on = RewardModel(weights, cfg, use_overclar_penalty=True).score(item, ep).total
     off = RewardModel(weights, cfg, use_overclar_penalty=False).score(item, ep).total
-    return PenaltyCase("RewardModel total(off) - total(on), c=2", False, 2, alpha * min(2, cap), off - on)
+    share = cfg.shaping_scale / (1.0 + alpha * cap)
+    return PenaltyCase("RewardModel total(off) - total(on), c=2", False, 2, share * alpha * min(2, cap), off - on)

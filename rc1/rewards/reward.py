@@ -1,8 +1,18 @@
-"""The reward RL optimizes: weighted dimensions, over-clarification penalty, difficulty bonus.
+"""The reward RL optimizes: verified success first, weighted dimensions and penalties as shaping.
 
-    r     = sum_d w_d * dim_d                       (weights from configs/weights.json)
-    r'    = r - alpha * min(c, cap)                 (only if use_overclar_penalty and not needs_clarification)
-    total = r' * (1 + beta * (I[hard] - I[easy]))
+    s        = sum_d w_d * dim_d - penalty              weights from configs/weights.json (>= 0, sum 1);
+                                                        penalty = alpha * min(c, cap) for c clarification
+                                                        turns on an item that needed none
+    shaping  = (s + P) / (1 + P)      in [0, 1]         P = alpha * cap, the largest penalty
+    total    = I[success] + shaping_scale * shaping     success: rc1.rewards.verifiers.verify_episode
+
+`shaping_scale` < 1 (schema), so every correct answer outscores every wrong answer to the same
+item, whatever the weights and penalties: the shaping dimensions order answers of equal
+correctness and can never lift a wrong answer above a correct one (a property test checks it).
+
+Difficulty bonus: `advantage_scale = 1 + beta * (I[hard] - I[easy])`. It is NOT a factor on the
+reward: a factor shared by a whole GRPO group cancels in the group z-score. Strategies multiply the
+advantages by it, so a hard item's advantage is larger than an easy item's with the same outcomes.
 
 The "old" reward of the shadow run is `RewardModel.plain(w)`: the same seven dimensions with the
 weights the last calibration replaced and neither penalty nor bonus (rc1.rewards.shadow.old_reward).
@@ -25,11 +35,12 @@ class RewardBreakdown:
     dims: dict[str, float]
     success: bool
     penalty: float
-    bonus_factor: float
+    shaping: float             # in [0, 1], before shaping_scale
+    advantage_scale: float     # the difficulty bonus, applied to advantages by the strategies
 
     def to_dict(self) -> dict:
         return {"total": self.total, "dims": dict(self.dims), "success": self.success, "penalty": self.penalty,
-                "bonus_factor": self.bonus_factor}
+                "shaping": self.shaping, "advantage_scale": self.advantage_scale}
 
 
 @dataclass
@@ -80,6 +91,17 @@ class RewardModel:
     def combine(self, dims: dict[str, float]) -> float:
         return sum(self.weights[d] * dims[d] for d in REWARD_DIMENSIONS)
 
+    @property
+    def max_penalty(self) -> float:
+        """P: the largest over-clarification penalty (the shaping's floor is -P)."""
+        return self.cfg.overclar.alpha * self.cfg.overclar.cap
+
+    def total_of(self, success: bool, dims: dict[str, float], penalty: float) -> tuple[float, float]:
+        """(total, shaping) of an answer with these outcomes (see the module docstring)."""
+        P = self.max_penalty
+        shaping = (self.combine(dims) - penalty + P) / (1.0 + P)
+        return float(success) + self.cfg.shaping_scale * shaping, shaping
+
     def score(self, item: dict, episode: Any) -> RewardBreakdown:
         dims, success = score_dimensions(item, episode)
         penalty = 0.0
@@ -87,9 +109,9 @@ class RewardModel:
             penalty = overclar_penalty(bool(item.get("needs_clarification")),
                                        int(getattr(episode, "clarifications", 0) or 0),
                                        self.cfg.overclar.alpha, self.cfg.overclar.cap)
-        bonus = difficulty_factor(item.get("bucket"), self.cfg.difficulty_beta)
-        total = (self.combine(dims) - penalty) * bonus
-        return RewardBreakdown(total=total, dims=dims, success=success, penalty=penalty, bonus_factor=bonus)
+        total, shaping = self.total_of(success, dims, penalty)
+        return RewardBreakdown(total=total, dims=dims, success=success, penalty=penalty, shaping=shaping,
+                               advantage_scale=difficulty_factor(item.get("bucket"), self.cfg.difficulty_beta))
 
     def __call__(self, item: dict, episode: Any) -> float:
         return self.score(item, episode).total

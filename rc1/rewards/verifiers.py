@@ -2,11 +2,16 @@
 
 - GSM8K: numeric match ("#### 1,234", "$12.50", "12.0" == "12", last number as a fallback).
 - HotpotQA: exact match and token F1 with SQuAD normalization (lowercase, no punctuation/articles).
-- StrategyQA: yes/no (also true/false).
+- StrategyQA: yes/no (also true/false): the answer's FIRST word, or an explicit "the answer is yes";
+  never a yes/no word met somewhere else in the text.
 
-The final answer is read after removing the model's reasoning (`<think>...</think>`, or everything
-after an unclosed `<think>`): a line starting `ANSWER:` (the episode protocol of rc1.envs), else
-`Final answer:`, else the last `\\boxed{...}`; with none of these the last non-empty line is used.
+The final answer itself is read out of the model's text by rc1.envs.answers (the answer line, the
+`Final answer:`, the last `\\boxed{}`, else the last line; never from inside `<think>`).
+
+`verify_episode(item, episode)` is THE success of rc1: reward, calibration, shadow run, sampler,
+training metrics and eval all call it. A truncated episode (it hit max_new_tokens or the turn limit
+before answering) fails, whatever its text contains: an answer pulled out of cut-off text is not an
+answer the model gave.
 """
 
 from __future__ import annotations
@@ -17,12 +22,8 @@ from collections import Counter
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
-_THINK_OPEN = re.compile(r"<think>.*\Z", re.S | re.I)
-_THINK_CLOSE_ONLY = re.compile(r"\A.*?</think>", re.S | re.I)  # Qwen3-Thinking omits the opening tag
-_ANSWER_LINE = re.compile(r"^\s*(?:\*\*)?\s*answer\s*(?:\*\*)?\s*[:：]\s*(.*)$", re.I | re.M)
-_FINAL_LINE = re.compile(r"final\s+answer\s*(?:is)?\s*[:：]?\s*(.+)$", re.I | re.M)
-_BOXED = re.compile(r"\\boxed\{")
+from rc1.envs.answers import boxed_contents
+
 _NUMBER = re.compile(r"-?\$?\s*\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
 
@@ -30,71 +31,6 @@ _NUMBER = re.compile(r"-?\$?\s*\d[\d,]*(?:\.\d+)?|-?\.\d+")
 class Verdict:
     success: bool
     score: float  # in [0, 1]; F1 for hotpotqa, 0/1 otherwise
-
-
-def strip_think(text: str) -> str:
-    """Remove reasoning: closed <think> blocks, a dangling `...</think>` prefix, an unclosed <think> tail."""
-    text = _THINK_BLOCK.sub("", text)
-    if re.search(r"</think>", text, re.I):
-        text = _THINK_CLOSE_ONLY.sub("", text)
-    return _THINK_OPEN.sub("", text)
-
-
-def _boxed_contents(text: str) -> list[str]:
-    out = []
-    for m in _BOXED.finditer(text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            out.append(text[m.end():i - 1])
-    return out
-
-
-def _clean(ans: str) -> str:
-    ans = ans.strip().strip("*").strip()
-    boxed = _boxed_contents(ans)
-    if boxed:
-        ans = boxed[-1]
-    return ans.strip().rstrip(".").strip()
-
-
-def extract_final_answer(text: str | None) -> str | None:
-    """The final answer of a model output, or None when there is none to read."""
-    if not text:
-        return None
-    body = strip_think(text)
-    lines = _ANSWER_LINE.findall(body)
-    if lines:
-        ans = _clean(lines[-1])
-        return ans or None
-    finals = _FINAL_LINE.findall(body)
-    if finals:
-        ans = _clean(finals[-1])
-        return ans or None
-    boxed = _boxed_contents(body)
-    if boxed:
-        return boxed[-1].strip() or None
-    rest = [ln.strip() for ln in body.splitlines() if ln.strip()]
-    return _clean(rest[-1]) if rest else None
-
-
-def has_answer_line(text: str | None) -> bool:
-    """The output follows the protocol: an explicit answer marker after the reasoning."""
-    if not text:
-        return False
-    body = strip_think(text)
-    return bool(_ANSWER_LINE.search(body) or _FINAL_LINE.search(body) or _boxed_contents(body))
-
-
-def think_well_formed(text: str | None) -> bool:
-    """<think> tags, if any, are balanced and not nested (a closing tag alone is Qwen3-Thinking's format)."""
-    if not text:
-        return True
-    opens = len(re.findall(r"<think>", text, re.I))
-    closes = len(re.findall(r"</think>", text, re.I))
-    return (opens == closes) or (opens == 0 and closes == 1)
 
 
 # ----------------------------------------------------------------------------- GSM8K
@@ -105,7 +41,7 @@ def parse_number(text: str | None) -> Decimal | None:
     s = str(text)
     if "####" in s:
         s = s.split("####")[-1]
-    boxed = _boxed_contents(s)
+    boxed = boxed_contents(s)
     if boxed:
         s = boxed[-1]
     nums = _NUMBER.findall(s)
@@ -171,18 +107,19 @@ _YES = {"yes", "true", "y", "correct"}
 _NO = {"no", "false", "n", "incorrect"}
 
 
+_ANSWER_IS = re.compile(r"\banswer\s+is\s+(\w+)")
+
+
 def parse_yes_no(text: str | None) -> str | None:
+    """yes/no of an answer: its first word, or the word after an explicit "answer is". A yes/no word
+    anywhere else ("Paris is not in Spain, yes it is in France") is not read as the answer."""
     if not text:
         return None
-    words = normalize_answer(text).split()
+    norm = normalize_answer(text)
+    words = norm.split()
     if not words:
         return None
-    if words[0] in _YES:
-        return "yes"
-    if words[0] in _NO:
-        return "no"
-    # "The answer is no" / "so, yes": take the last yes/no word
-    for w in reversed(words):
+    for w in (words[0], *(m.group(1) for m in _ANSWER_IS.finditer(norm))):
         if w in _YES:
             return "yes"
         if w in _NO:
@@ -207,3 +144,18 @@ def verify(task: str, prediction: str | None, gold, aliases=()) -> Verdict:
     except KeyError:
         raise ValueError(f"unknown task {task!r}; known: {sorted(_VERIFIERS)}") from None
     return fn(prediction, gold, tuple(aliases or ()))
+
+
+FAILED = Verdict(False, 0.0)
+
+
+def verify_episode(item: dict, episode) -> Verdict:
+    """Did this episode solve this item? The one definition of success (see the module docstring).
+
+    `episode` is anything with `truncated` and `final_answer` (rc1.envs.episode.Episode or a record
+    read back from JSON). A truncated episode fails; otherwise its final answer is verified.
+    """
+    if bool(getattr(episode, "truncated", False)):
+        return FAILED
+    task = item.get("task") or getattr(episode, "task", "")
+    return verify(task, getattr(episode, "final_answer", None), item.get("answer", ""), item.get("aliases") or ())

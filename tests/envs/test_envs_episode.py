@@ -78,7 +78,10 @@ def test_max_turns_truncates(fmt, item):
 def test_turn_without_action(fmt, item):
     s = EpisodeState.start(item(), fmt)
     s.add_model_turn(turn(fmt, "The Seine flows through Paris."), hit_limit=False)
-    assert s.done and s.final_answer == "The Seine flows through Paris." and not s.truncated
+    assert s.done and s.final_answer == "The Seine flows through Paris" and not s.truncated
+    s = EpisodeState.start(item(), fmt)  # several lines, no action: the answer is the last line, not the prose
+    s.add_model_turn(turn(fmt, "Yes, rivers flow.\nSo the river is\nthe Seine"), hit_limit=False)
+    assert s.final_answer == "the Seine"
     s = EpisodeState.start(item(), fmt)  # cut by max_new_tokens mid-sentence: truncated, no answer
     s.add_model_turn(turn(fmt, "The river that flows", eos=False), hit_limit=True)
     assert s.done and s.truncated and s.final_answer is None

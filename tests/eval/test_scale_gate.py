@@ -8,17 +8,19 @@ import pytest
 from tests.eval.conftest import REPO, write_jsonl
 
 from rc1.runtime.fingerprint import verify_artifact
+from tests.helpers.configs import gates_yaml
 
-GATES = """\
-profile: laptop
-note: "test profile: small pools, so the lexical thresholds are relaxed; leak and overlap checks are the production ones"
-pool: {distinct2_min: 0.0, kl3_min: 0.0, roles_min: 1, styles_min: 1, dup_max_pct: 100, len_min: 0, len_max: 100000,
-       mix_tol_pp: 100, leak_ngram: 5, leak_sim_max: 0.85, near_dup_jaccard: 0.9}
-difficulty: {hard_min: 0.0, easy_max: 1.0, len_max: 100000, turns_max: 100, tool_hops_max: 100,
-             clue_overlap_hard_median_max: 1.0, clue_overlap_easy_median_min: 0.0,
-             clue_overlap_easy_max: 1.0, clue_overlap_hard_min: 0.0}
-scale: {stages: {scale_1000: 24, scale_5000: 48}, scorer_variance_max: 0.08, stability_items: 4}
-"""
+GATES = gates_yaml({
+    "profile": "laptop",
+    "note": "test profile: small pools, so the lexical thresholds are relaxed; leak and overlap checks are the production ones",
+    "pool": {"distinct2_min": 0.0, "kl3_min": 0.0, "roles_min": 1, "styles_min": 1, "dup_max_pct": 100, "len_min": 0,
+             "len_max": 100000, "mix_tol_pp": 100, "leak_ngram": 5, "leak_sim_max": 0.85, "near_dup_jaccard": 0.9,
+             "min_items": 1},
+    "difficulty": {"hard_min": 0.0, "easy_max": 1.0, "len_max": 100000, "turns_max": 100, "tool_hops_max": 100,
+                   "clue_overlap_hard_median_max": 1.0, "clue_overlap_easy_median_min": 0.0,
+                   "clue_overlap_easy_max": 1.0, "clue_overlap_hard_min": 0.0},
+    "scale": {"stages": {"scale_1000": 24, "scale_5000": 48}, "scorer_variance_max": 0.08, "stability_items": 4},
+}, base="configs/gates.yaml")
 CONFIG = """\
 profile: laptop
 gates: configs/gates_scale_test.yaml

@@ -102,3 +102,32 @@ def test_effective_config_is_written(ws):
 def test_version():
     res = runner.invoke(app, ["--version"])
     assert res.exit_code == 0 and res.output.startswith("rc1 ")
+
+
+def test_gates_config_missing_a_threshold_is_refused_with_its_dotted_path(tmp_path):
+    import yaml
+
+    from rc1.runtime.workspace import Workspace
+
+    data = yaml.safe_load((REPO / "configs/gates.yaml").read_text())
+    del data["shadow_run"]["min_outcomes"]
+    del data["not_measurable"]
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs/gates.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        verify_config_file("configs/gates.yaml", Workspace(tmp_path))
+    assert err.value.exit_code == 2
+    assert sorted(err.value.lines) == ["not_measurable: missing", "shadow_run.min_outcomes: missing"]
+
+
+def test_not_measurable_never_passes_and_blocks_by_policy():
+    from rc1.gates.base import NOT_APPLICABLE, NOT_MEASURABLE, Check, GateResult
+
+    nm = Check.not_measurable("turns not higher", "<= 0", "both models always answer in 1 turn")
+    na = Check.not_applicable("clue overlap", "the custom task has no supporting text")
+    ok = Check.at_least("x", 1.0, 0.5)
+    assert nm.status == NOT_MEASURABLE and not nm.passed and na.status == NOT_APPLICABLE
+    assert not GateResult("g", [ok, nm, na]).passed                                  # production: blocks
+    warn = GateResult("g", [ok, nm, na], not_measurable_blocks=False)
+    assert warn.passed and warn.warnings == [nm] and warn.failing == []              # laptop: warns
+    assert GateResult.from_dict(warn.to_dict()).warnings[0].status == NOT_MEASURABLE

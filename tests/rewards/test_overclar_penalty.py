@@ -43,6 +43,7 @@ def test_reward_model_applies_penalty_and_bonus():
     off = RewardModel(w, RewardSection(difficulty_beta=0.1), False)
     b_on, b_off = on.score(item, _episode(5)), off.score(item, _episode(5))
     assert b_on.success and b_on.penalty == pytest.approx(0.21) and b_off.penalty == 0.0
-    assert b_on.bonus_factor == pytest.approx(1.1) == difficulty_factor("hard", 0.1)
-    assert b_off.total - b_on.total == pytest.approx(0.21 * 1.1)
+    assert b_on.advantage_scale == pytest.approx(1.1) == difficulty_factor("hard", 0.1)
+    # the penalty's share of the total: shaping_scale * penalty / (1 + alpha * cap); the bonus is not in the reward
+    assert b_off.total - b_on.total == pytest.approx(0.5 * 0.21 / 1.21)
     assert difficulty_factor("easy", 0.1) == pytest.approx(0.9) and difficulty_factor("medium", 0.1) == 1.0

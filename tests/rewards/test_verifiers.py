@@ -1,6 +1,7 @@
 import pytest
 
-from rc1.rewards.verifiers import (extract_final_answer, f1_score, parse_number, strip_think, verify)
+from rc1.envs.answers import extract_final_answer, strip_think
+from rc1.rewards.verifiers import f1_score, parse_number, verify, verify_episode
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -53,3 +54,24 @@ def test_strategyqa(pred, gold, ok):
 def test_unknown_task_is_an_error():
     with pytest.raises(ValueError, match="unknown task"):
         verify("mmlu", "a", "a")
+
+
+@pytest.mark.parametrize("pred", [
+    "Paris is not in Spain, yes it is in France",   # a stray "yes" is not the answer
+    "It depends; some would say no",
+])
+def test_strategyqa_never_reads_a_stray_word(pred):
+    assert verify("strategyqa", pred, "no").success is False
+    assert verify("strategyqa", pred, "yes").success is False
+
+
+class _Ep:
+    def __init__(self, final_answer, truncated):
+        self.final_answer, self.truncated, self.task = final_answer, truncated, "gsm8k"
+
+
+def test_truncated_episode_never_succeeds():
+    item = {"task": "gsm8k", "answer": "7"}
+    assert verify_episode(item, _Ep("7", truncated=False)).success
+    assert not verify_episode(item, _Ep("7", truncated=True)).success
+    assert verify_episode(item, _Ep("7", truncated=True)).score == 0.0

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.configs import gates_yaml
+
 WEIGHTS = {"correctness": 0.45, "reasoning": 0.12, "grounding": 0.12, "clarity": 0.07, "conciseness": 0.06,
            "format": 0.08, "clarification": 0.10}
 
@@ -77,7 +79,7 @@ def make_workspace(root: Path, model_dir: Path, *, engine: str = "pure_pt", stra
         for it in arithmetic_items(4, start=100, prefix="e"):
             fh.write(json.dumps(it) + "\n")
     (root / "configs/weights.json").write_text(json.dumps({"version": "t", "weights": WEIGHTS}))
-    (root / "configs/gates.yaml").write_text("profile: laptop\n")
+    (root / "configs/gates.yaml").write_text(gates_yaml())
     cfg = {
         "profile": "laptop",
         "run": {"name": "t", "seed": 7, "max_steps": max_steps, "save_steps": save_steps, "eval_steps": 1000,
