@@ -6,7 +6,7 @@ path together with every other error in the file (see `rc1.config.load`).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -230,6 +230,16 @@ class CallbackSpec(Strict):
     eval_items: int | None = Field(None, ge=1)
 
 
+TRAINING_END_FILE = "reports/state/training_end.json"
+
+
+class SeedRun(NamedTuple):
+    index: int
+    seed: int
+    checkpoint_dir: str
+    end_file: str     # the recipe's record of how this run ended (rc1.engines.recipe)
+
+
 class TrainConfig(Strict):
     """The run config (configs/train_local.yaml, configs/ppo_scale.yaml, configs/local.yaml)."""
 
@@ -253,7 +263,9 @@ class TrainConfig(Strict):
     datasets: DatasetsSection = Field(default_factory=DatasetsSection)
     steps: int | None = Field(None, ge=1, description="planned total steps of the run (gate: >= 50000 in production)")
     target_kl: float | None = Field(None, gt=0)
-    seeds: list[int] = Field(default_factory=lambda: [20250820, 20250821, 20250822], min_length=1)
+    seeds: list[int] | None = Field(
+        None, min_length=1, description="training seeds, one training run each (`rc1 train --seed-index i`); "
+                                        "run.seed is seeds[0]. Default: [run.seed]")
     finetune: FinetuneSection = Field(default_factory=FinetuneSection)
     seed_pool: str = "data/rollouts/rc1_seed.balanced.jsonl"
     priority_sampling: PrioritySamplingSection = Field(default_factory=PrioritySamplingSection)
@@ -289,7 +301,38 @@ class TrainConfig(Strict):
             raise ValueError(f"target_kl ({self.target_kl}) disagrees with engine.target_kl ({self.engine.target_kl})")
         if self.finetune.method in ("lora", "qlora") and not self.model.lora.enable:  # full ignores lora
             raise ValueError(f"finetune.method {self.finetune.method!r} needs model.lora.enable: true")
+        if self.seeds and "seed" in self.run.model_fields_set and self.run.seed != self.seeds[0]:
+            raise ValueError(f"run.seed ({self.run.seed}) must be seeds[0] ({self.seeds[0]}): seed i of `seeds` "
+                             "is trained by `rc1 train --seed-index i`")
+        if self.seeds and len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds {self.seeds} repeat a seed: each training run needs its own")
         return self
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(self.seeds) if self.seeds else [self.run.seed]
+
+    def seed_run(self, index: int) -> "SeedRun":
+        """Where training run `index` (seed seed_list[index]) keeps its checkpoints and its end record.
+
+        One seed: `checkpoint_dir` and reports/state/training_end.json. Several: one sub-directory and
+        one end record per seed, so the runs never share a checkpoint."""
+        seeds = self.seed_list
+        if not 0 <= index < len(seeds):
+            raise ValueError(f"--seed-index {index}: the config has {len(seeds)} seed(s) {seeds}")
+        base = self.run.output_dir or f"checkpoints/{self.run.name}"
+        if len(seeds) == 1:
+            return SeedRun(0, seeds[0], base, TRAINING_END_FILE)
+        return SeedRun(index, seeds[index], f"{base}/seed{index}",
+                       TRAINING_END_FILE.replace(".json", f"_seed{index}.json"))
+
+    def for_seed(self, index: int) -> "TrainConfig":
+        """This config as training run `index` trains it: run.seed and run.output_dir set for that seed."""
+        sr = self.seed_run(index)
+        cfg = self.model_copy(deep=True)
+        cfg.run.seed = sr.seed
+        cfg.run.output_dir = sr.checkpoint_dir
+        return cfg
 
     @property
     def total_steps(self) -> int:

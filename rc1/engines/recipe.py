@@ -28,7 +28,7 @@ from rc1.runtime.provenance import write_code_fingerprint
 
 log = logging.getLogger("rc1.train")
 
-TRAINING_END_FILE = "reports/state/training_end.json"
+from rc1.config.schema import TRAINING_END_FILE  # noqa: E402  (one seed; cfg.seed_run(i).end_file in general)
 ZERO_SIGNAL_FILE = "reports/zero_signal.json"
 # Config keys that may change between a checkpoint and its resume (how long / how often, not what).
 RESUME_MUTABLE = (("run", "max_steps"), ("run", "save_steps"), ("run", "eval_steps"), ("run", "keep_last"))

@@ -28,7 +28,9 @@ def evaluate(ctx: GateContext) -> GateResult:
     res.checks.append(Check.at_least("steps", cfg.total_steps, t.min_steps))
     kl = cfg.effective_target_kl
     res.checks.append(Check.within("target_kl", kl, t.target_kl_min, t.target_kl_max))
-    res.checks.append(Check.at_least("seeds", len(cfg.seeds), t.min_seeds, f"seeds {cfg.seeds}"))
+    res.checks.append(Check.at_least("seeds", len(cfg.seed_list), t.min_seeds,
+                                     f"seeds {cfg.seed_list}: one training run each (rc1 train --seed-index i); "
+                                     "training_done checks that each ran"))
     if t.finetune_method is not None:
         res.checks.append(Check.equals("finetune.method", cfg.finetune.method, t.finetune_method))
     if ctx.gates.profile != "production":

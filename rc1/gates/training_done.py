@@ -15,7 +15,7 @@ from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.checkpoint import (CheckpointError, META_STEP, read_latest, read_meta, verify_checkpoint)
 from rc1.runtime.fingerprint import Evidence
 
-TRAINING_END_FILE = "reports/state/training_end.json"
+from rc1.config.schema import TRAINING_END_FILE  # noqa: E402  (one seed; cfg.seed_run(i).end_file in general)
 OPERATOR_STOPS = ("operator", "early_stop", "interrupt")
 
 
