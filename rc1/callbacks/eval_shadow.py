@@ -25,7 +25,7 @@ class EvalShadowCallback(BaseCallback):
         self.source = None
 
     def on_train_start(self, recipe) -> None:
-        from rc1.engines.sampling import read_items
+        from rc1.training.sampler import read_items
 
         for rel in (recipe.cfg.data.shadow_path, recipe.cfg.data.eval_path):
             p = recipe.ws.path(rel)
@@ -39,8 +39,7 @@ class EvalShadowCallback(BaseCallback):
     def on_step_end(self, recipe, record: dict) -> None:
         if not self.items or recipe.step % recipe.cfg.run.eval_steps != 0:
             return
-        metrics = recipe.engine.eval_step({"items": self.items, "seed": EVAL_SEED,
-                                           "max_new_tokens": recipe.cfg.eval.max_new_tokens})
+        metrics = recipe.evaluate(self.items, seed=EVAL_SEED, max_new_tokens=recipe.cfg.eval.max_new_tokens)
         record.update(metrics)
         append_line(recipe.ws.reports / "eval_shadow.jsonl",
                     json.dumps({"step": recipe.step, "source": self.source, **metrics}))

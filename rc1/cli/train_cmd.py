@@ -37,33 +37,38 @@ def _enter_training(ws, config: str, resuming: bool) -> None:
                       "Run `rc1 advance --to round2` first")
 
 
-def run_training(config: str, resume: str | None, resume_fallback: bool, max_steps: int | None) -> int:
+def run_training(config: str, resume: str | None, resume_fallback: bool, max_steps: int | None,
+                 seed_index: int = 0) -> int:
     """The trainer process body: checks, pid file, SIGTERM -> checkpoint + exit 0."""
     from rc1.config.load import load_train_config
-    from rc1.engines.recipe import TrainingRecipe
     from rc1.runtime import trainer_proc
     from rc1.runtime.checkpoint import read_latest
     from rc1.runtime.logs import setup_logging
+    from rc1.training.base import make_recipe
 
     ws = workspace()
     cfg = load_train_config(config, ws)
+    try:
+        seed_run = cfg.seed_run(seed_index)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     running = trainer_proc.running_trainer(ws)
     if running and running.get("pid") != os.getpid():
         raise ConfigError(f"a trainer is already running (pid {running['pid']}); `rc1 stop` it first")
-    if resume is None and read_latest(ws.path(cfg.checkpoint_dir)) is not None:
+    if resume is None and read_latest(ws.path(seed_run.checkpoint_dir)) is not None:
         from rc1.machine.service import current_state
 
         if current_state(ws) == "training":
-            raise ConfigError(f"{cfg.checkpoint_dir} already holds a run; continue it with `rc1 resume` "
+            raise ConfigError(f"{seed_run.checkpoint_dir} already holds a run; continue it with `rc1 resume` "
                               "(or `rc1 train --resume latest`)")
     _enter_training(ws, config, resuming=resume is not None)
     setup_logging(ws, log_file=cfg.run.log_file)
     ws.path("reports/state").mkdir(parents=True, exist_ok=True)
     ws.path(trainer_proc.STOP_REQUEST_FILE).unlink(missing_ok=True)
-    trainer_proc.write_pid_file(ws, config=config, argv=sys.argv, run_dir=cfg.checkpoint_dir)
+    trainer_proc.write_pid_file(ws, config=config, argv=sys.argv, run_dir=seed_run.checkpoint_dir)
     try:
-        recipe = TrainingRecipe(ws, cfg, config_path=config, resume=resume, resume_fallback=resume_fallback,
-                                max_steps=max_steps)
+        recipe = make_recipe(ws, cfg, config_path=config, resume=resume, resume_fallback=resume_fallback,
+                             max_steps=max_steps, seed_index=seed_index)
         trainer_proc.install_sigterm(recipe.request_stop)
         recipe.setup()
         try:
@@ -71,7 +76,7 @@ def run_training(config: str, resume: str | None, resume_fallback: bool, max_ste
         finally:
             recipe.cleanup()
         typer.echo(f"training {reason} at step {recipe.step}; latest checkpoint "
-                   f"{ws.rel(read_latest(ws.path(cfg.checkpoint_dir)) or '-')}")
+                   f"{ws.rel(read_latest(ws.path(seed_run.checkpoint_dir)) or '-')}")
         return 0
     finally:
         trainer_proc.remove_pid_file(ws)
@@ -85,6 +90,8 @@ def register(app: typer.Typer) -> None:
         resume_fallback: Annotated[bool, typer.Option(
             "--resume-fallback", help="if the checkpoint is refused, use the newest older valid one")] = False,
         max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="override run.max_steps")] = None,
+        seed_index: Annotated[int, typer.Option(
+            "--seed-index", min=0, help="train seed i of the config's `seeds` (one training run per seed)")] = 0,
         detach: Annotated[bool, typer.Option("--detach", help="run in the background (logs/train.log)")] = False,
     ) -> None:
         """Train (needs the machine in round2_pass; or training with --resume)."""
@@ -92,10 +99,11 @@ def register(app: typer.Typer) -> None:
             from rc1.runtime.trainer_proc import start_trainer
 
             extra = ["--resume-fallback"] if resume_fallback else []
+            extra += ["--seed-index", str(seed_index)] if seed_index else []
             pid = start_trainer(workspace(), config, resume=resume, max_steps=max_steps, extra_args=extra)
             typer.echo(f"trainer started (pid {pid}); logs/train.log, `rc1 stop` to stop it")
             return
-        raise typer.Exit(run_training(config, resume, resume_fallback, max_steps))
+        raise typer.Exit(run_training(config, resume, resume_fallback, max_steps, seed_index))
 
     @app.command("resume")
     def resume_cmd(
@@ -103,17 +111,19 @@ def register(app: typer.Typer) -> None:
         checkpoint: Annotated[str, typer.Option("--checkpoint", help="checkpoint dir or 'latest'")] = "latest",
         resume_fallback: Annotated[bool, typer.Option("--resume-fallback")] = False,
         max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1)] = None,
+        seed_index: Annotated[int, typer.Option("--seed-index", min=0, help="which seed's run to continue")] = 0,
         detach: Annotated[bool, typer.Option("--detach", help="run in the background")] = False,
     ) -> None:
         """Continue the run from its latest (or the given) checkpoint."""
         if detach:
             from rc1.runtime.trainer_proc import start_trainer
 
-            pid = start_trainer(workspace(), config, resume=checkpoint, max_steps=max_steps,
-                                extra_args=["--resume-fallback"] if resume_fallback else [])
+            extra = ["--resume-fallback"] if resume_fallback else []
+            extra += ["--seed-index", str(seed_index)] if seed_index else []
+            pid = start_trainer(workspace(), config, resume=checkpoint, max_steps=max_steps, extra_args=extra)
             typer.echo(f"trainer resumed (pid {pid})")
             return
-        raise typer.Exit(run_training(config, checkpoint, resume_fallback, max_steps))
+        raise typer.Exit(run_training(config, checkpoint, resume_fallback, max_steps, seed_index))
 
     @app.command("stop")
     def stop(

@@ -10,12 +10,14 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rc1.config import registry
+
 TASKS = ("hotpotqa", "strategyqa", "gsm8k")
 BUCKETS = ("easy", "medium", "hard")
-ENGINES = ("pure_pt", "trl")
-STRATEGIES = ("grpo", "ppo", "dpo", "rloo", "sft")
-# Which strategies each engine runs. TRL 1.x deleted PPOTrainer: PPO runs on pure_pt only.
-ENGINE_STRATEGIES = {"pure_pt": {"grpo", "ppo", "dpo", "rloo", "sft"}, "trl": {"grpo", "rloo", "dpo", "sft"}}
+# Names come from rc1.config.registry: the one table of engines, strategies and callbacks.
+EngineName = Literal[tuple(registry.ENGINES) + tuple(registry.SEED_ALIASES)]  # type: ignore[valid-type]
+StrategyName = Literal[tuple(registry.STRATEGIES)]  # type: ignore[valid-type]
+CallbackName = Literal[tuple(registry.CALLBACKS)]  # type: ignore[valid-type]
 LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -85,7 +87,7 @@ class ModelSection(Strict):
 
 
 class EngineSection(Strict):
-    name: Literal["pure_pt", "trl", "trl_ppo"] = "pure_pt"
+    name: EngineName = "pure_pt"
     lr: float = Field(1e-5, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     warmup_steps: int = Field(0, ge=0)
@@ -96,10 +98,18 @@ class EngineSection(Strict):
 
 
 class StrategySection(Strict):
-    name: Literal["grpo", "ppo", "dpo", "rloo", "sft"] = "grpo"
+    name: StrategyName = "grpo"
     num_generations: int = Field(4, ge=2, description="completions per prompt (group size)")
     prompts_per_step: int = Field(2, ge=1)
     kl_coef: float = Field(0.04, ge=0, description="beta: KL penalty toward the reference policy")
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description="GRPO advantage scale: the group's reward std, the batch's, or none (Dr. GRPO)")
+    resample_zero_signal: int = Field(
+        0, ge=0, description="per step, at most this many fresh draws replace groups whose successes are all "
+                             "equal (no correctness signal): DAPO's dynamic sampling")
+    loss_type: Literal["token", "sequence", "dr_grpo"] = Field(
+        "token", description="policy-loss aggregation: token mean over the batch (TRL dapo), per-sequence mean "
+                             "(TRL grpo), or sum / (B * max_new_tokens) (Dr. GRPO)")
     ppo_epochs: int = Field(1, ge=1)
     gamma: float = Field(1.0, ge=0, le=1)
     gae_lambda: float = Field(0.95, ge=0, le=1)
@@ -223,8 +233,19 @@ class EvalSection(Strict):
     dtype: Literal["auto", "fp32", "bf16"] = Field("auto", description="eval inference dtype; auto = the device policy")
 
 
+class MonitorSection(Strict):
+    """What the trainer watches (rc1.training.monitor): reward vs success, and the KL vs target_kl."""
+
+    window: int = Field(8, ge=4, description="steps in the divergence window and the KL window")
+    alpha: float = Field(0.05, gt=0, lt=1, description="one-sided p-value of the reward's rising trend (Kendall)")
+    kl_control: Literal["adaptive", "early_stop"] = Field(
+        "adaptive", description="hold the KL near target_kl by adapting the KL coefficient, or stop the run")
+    kl_adapt_rate: float = Field(0.1, gt=0, le=1, description="adaptive: relative change of the coefficient per step")
+    kl_stop_factor: float = Field(1.5, ge=1, description="early_stop: stop when the window's mean KL exceeds this x target_kl")
+
+
 class CallbackSpec(Strict):
-    name: Literal["logging", "checkpoint", "eval_shadow", "early_stop", "lr_schedule", "grad_clip", "tensorboard"]
+    name: CallbackName
     patience: int | None = Field(None, ge=1)
     min_delta: float | None = None
     eval_items: int | None = Field(None, ge=1)
@@ -237,7 +258,7 @@ class SeedRun(NamedTuple):
     index: int
     seed: int
     checkpoint_dir: str
-    end_file: str     # the recipe's record of how this run ended (rc1.engines.recipe)
+    end_file: str     # the recipe's record of how this run ended (rc1.training.recipe)
 
 
 class TrainConfig(Strict):
@@ -255,6 +276,7 @@ class TrainConfig(Strict):
     scorer: ScorerSection = Field(default_factory=ScorerSection)
     pool: PoolSection = Field(default_factory=PoolSection)
     eval: EvalSection = Field(default_factory=EvalSection)
+    monitor: MonitorSection = Field(default_factory=MonitorSection)
 
     # Keys of the seeds' ppo_scale.yaml, checked by the run-config gate.
     simulate: bool = False
@@ -274,7 +296,7 @@ class TrainConfig(Strict):
     @field_validator("callbacks")
     @classmethod
     def _callbacks(cls, v):
-        known = {"logging", "checkpoint", "eval_shadow", "early_stop", "lr_schedule", "grad_clip", "tensorboard"}
+        known = set(registry.CALLBACKS)
         out = []
         for i, cb in enumerate(v):
             if isinstance(cb, str):
@@ -286,13 +308,9 @@ class TrainConfig(Strict):
 
     @model_validator(mode="after")
     def _consistency(self):
-        if self.engine.name == "trl_ppo" or (self.engine.name == "trl" and self.strategy.name == "ppo"):
-            raise ValueError(
-                "engine: TRL 1.x has no PPOTrainer (it was deleted), so 'trl' + 'ppo' cannot run; "
-                "use engine.name: pure_pt with strategy.name: ppo")
-        if self.strategy.name not in ENGINE_STRATEGIES[self.engine.name]:
-            raise ValueError(f"engine {self.engine.name!r} does not run strategy {self.strategy.name!r}; "
-                             f"it runs {sorted(ENGINE_STRATEGIES[self.engine.name])}")
+        why = registry.engine_strategy_error(self.engine.name, self.strategy.name)
+        if why:
+            raise ValueError(f"engine: {why}")
         if self.base_model is not None and self.base_model != self.model.base:
             raise ValueError(f"base_model {self.base_model!r} disagrees with model.base {self.model.base!r}")
         if self.steps is not None and self.run.max_steps > self.steps:
@@ -304,6 +322,10 @@ class TrainConfig(Strict):
         if self.seeds and "seed" in self.run.model_fields_set and self.run.seed != self.seeds[0]:
             raise ValueError(f"run.seed ({self.run.seed}) must be seeds[0] ({self.seeds[0]}): seed i of `seeds` "
                              "is trained by `rc1 train --seed-index i`")
+        if (self.effective_target_kl is not None and self.monitor.kl_control == "adaptive"
+                and self.strategy.name in ("grpo", "rloo", "ppo") and self.strategy.kl_coef == 0):
+            raise ValueError("monitor.kl_control: adaptive needs strategy.kl_coef > 0 to adapt (it is 0); set a "
+                             "starting kl_coef, or use kl_control: early_stop")
         if self.seeds and len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds {self.seeds} repeat a seed: each training run needs its own")
         return self
@@ -404,6 +426,10 @@ class RunConfigGate(Strict):
     mix_tol_pp: float = Field(3.0, ge=0)
 
 
+class TrainingDoneGate(Strict):
+    kl_tolerance: float = Field(1.5, ge=1, description="the run's last-window mean KL may exceed target_kl by this factor")
+
+
 class ResourcesGate(Strict):
     min_free_disk_gb: float = Field(50.0, ge=0)
 
@@ -454,6 +480,7 @@ class GatesConfig(Strict):
     scorer: ScorerGate = Field(default_factory=ScorerGate)
     run_config: RunConfigGate = Field(default_factory=RunConfigGate)
     resources: ResourcesGate = Field(default_factory=ResourcesGate)
+    training_done: TrainingDoneGate = Field(default_factory=TrainingDoneGate)
     shadow_run: ShadowRunGate = Field(default_factory=ShadowRunGate)
     calibration: CalibrationGate = Field(default_factory=CalibrationGate)
     ablation: AblationGate = Field(default_factory=AblationGate)

@@ -85,7 +85,7 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
     import torch
 
     from rc1.config.load import load_train_config
-    from rc1.engines.recipe import TrainingRecipe
+    from rc1.training.base import make_recipe
     from rc1.runtime.workspace import Workspace
 
     root = Path(tempfile.mkdtemp(prefix=f"rc1-bench-{engine}-"))
@@ -98,7 +98,7 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
                                                      "prompts_per_step": work["prompts"]}})
         ws = Workspace(root)
         cfg = load_train_config(conf, ws)
-        recipe = TrainingRecipe(ws, cfg, config_path=str(conf), checkpoints=False)
+        recipe = make_recipe(ws, cfg, config_path=str(conf), checkpoints=False)
         recipe.setup()
         device = getattr(recipe.engine, "device", torch.device("cpu"))
         if device.type == "cuda":
@@ -131,7 +131,7 @@ def _accuracy(model, tokenizer, items: list[dict], batch_size: int = 50) -> floa
 def _learning_check(budget_s: float, threads: int | None) -> dict:
     """Child process: held-out accuracy before / after `budget_s` seconds of pure-engine GRPO."""
     from rc1.config.load import load_train_config
-    from rc1.engines.recipe import TrainingRecipe
+    from rc1.training.base import make_recipe
     from rc1.runtime.workspace import Workspace
 
     held_out = arithmetic_items(200, seed=101, prefix="h")
@@ -141,7 +141,7 @@ def _learning_check(budget_s: float, threads: int | None) -> dict:
         conf = _workspace(root, train, {"run": {"max_steps": 100000, "threads": threads},
                                         "engine": {"name": "pure_pt", "lr": 2e-5}})
         ws = Workspace(root)
-        recipe = TrainingRecipe(ws, load_train_config(conf, ws), config_path=str(conf), checkpoints=False)
+        recipe = make_recipe(ws, load_train_config(conf, ws), config_path=str(conf), checkpoints=False)
         recipe.setup()
         model, tok = recipe.engine.model, recipe.engine.tokenizer
         before = _accuracy(model, tok, held_out)

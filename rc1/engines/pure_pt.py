@@ -1,10 +1,14 @@
-"""The pure PyTorch engine: model, AdamW, LR schedule, gradient accumulation, clipping, AMP.
+"""The pure PyTorch engine: model, AdamW, LR schedule, clipping, AMP; the `Policy` strategies call.
 
-One `train_step(batch)` is one micro-step: the strategy has put `batch["tensors"]` and
-`batch["loss_fn"]` there; the engine runs forward/backward (scaled by 1/gradient_accumulation)
-and, every `cfg.run.gradient_accumulation` micro-steps, unscales, clips, steps the optimizer and
-the scheduler. The position inside an accumulation window and the gradients accumulated so far
-are part of `state_dict()`, so a checkpoint taken mid-window resumes bit-exactly.
+The recipe (rc1.training.recipe) drives it through rc1.engines.contract.Engine: `backward(plan,
+scale)` runs the plan's loss on the plan's tensors and back-propagates loss * scale (the recipe
+passes 1/gradient_accumulation); `optimizer_step()` unscales, clips, steps the optimizer and the
+scheduler and clears the gradients. Gradients accumulated but not yet applied are part of
+`state_dict()`, so a checkpoint taken mid-window resumes bit-exactly.
+
+For RL strategies dropout is turned off (as TRL's `disable_dropout`): the forward that computes old
+log-probs and values is then the same function as the loss's, and PPO's ratio is exactly 1 at the
+start of its first epoch.
 
 Rollouts go through rc1.envs (batched generation with a KV cache). The reference policy for KL:
 with LoRA the base model with the adapters disabled (no second copy); with full fine-tuning a
@@ -19,14 +23,14 @@ import logging
 import math
 from typing import Any, Callable
 
-from rc1.runtime.checkpoint import (ADAPTER_FILE, KEY_ACCUM_POSITION, KEY_EXTRA_MODULES, KEY_OPTIMIZER,
-                                    KEY_PENDING_GRADS, KEY_SCALER, KEY_SCHEDULER, MODEL_FILE)
+from rc1.engines.contract import ForwardOutput, StepPlan
+from rc1.runtime.checkpoint import (ADAPTER_FILE, KEY_EXTRA_MODULES, KEY_OPTIMIZER, KEY_PENDING_GRADS,
+                                    KEY_SCALER, KEY_SCHEDULER, KEY_WEIGHTS, KEY_WEIGHTS_FILE, MODEL_FILE)
 from rc1.runtime.device import dtype_for, get_device, memory_used_mb, to_device
 
 log = logging.getLogger("rc1.engine")
 
-KEY_WEIGHTS = "weights"
-KEY_WEIGHTS_FILE = "weights_file"
+RL_STRATEGIES = ("grpo", "rloo", "ppo", "dpo")
 
 
 def lr_lambda(schedule: str, warmup_steps: int, total_updates: int) -> Callable[[int], float]:
@@ -96,7 +100,6 @@ class PurePTEngine:
         self.optimizer = None
         self.scheduler = None
         self.scaler = None
-        self.accum_position = 0
         self.updates = 0
 
     # ------------------------------------------------------------------ setup
@@ -112,29 +115,45 @@ class PurePTEngine:
         load_dtype = torch.float32 if self.device.type == "cpu" or self.use_amp else self.amp_dtype
         self.model, self.tokenizer = self.model_loader(cfg, device=self.device, dtype=load_dtype, for_training=True)
         self.is_peft = hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config")
-        self.grad_accum = cfg.run.gradient_accumulation
-        if cfg.strategy.ppo_epochs > 1 and self.grad_accum > 1:
-            from rc1.runtime.errors import ConfigError
-
-            raise ConfigError("strategy.ppo_epochs > 1 needs run.gradient_accumulation: 1 (each epoch is an update)")
+        if cfg.strategy.name in RL_STRATEGIES:
+            self.dropout_off = disable_dropout(self.model)
         if self.use_amp and self.amp_dtype == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)
-        log.info("engine pure_pt: device=%s amp=%s dtype=%s peft=%s grad_accum=%d", self.device, self.use_amp,
-                 self.amp_dtype, self.is_peft, self.grad_accum)
+        log.info("engine pure_pt: device=%s amp=%s dtype=%s peft=%s", self.device, self.use_amp, self.amp_dtype,
+                 self.is_peft)
 
-    def needs_reference(self) -> None:
-        """Called by a strategy that uses a reference policy; full fine-tuning gets a frozen copy."""
+    @property
+    def precision(self) -> str:
+        """The dtype the forward passes compute in: 'fp32', or 'bf16'/'fp16' autocast."""
+        import torch
+
+        if not self.use_amp:
+            return "fp32"
+        return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(self.amp_dtype, str(self.amp_dtype))
+
+    # ------------------------------------------------------------------ Policy (what strategies call)
+    def policy(self) -> "PurePTEngine":
+        return self
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.get_text_config().hidden_size)
+
+    def use_reference(self) -> None:
+        """A strategy needs the reference policy; full fine-tuning gets a frozen copy (LoRA: adapters off)."""
         if self.is_peft or self.reference_model is not None:
             return
         self.reference_model = copy.deepcopy(self.model).eval()
         for p in self.reference_model.parameters():
             p.requires_grad_(False)
 
-    def register_module(self, name: str, module) -> None:
-        """A trainable module beside the model (PPO's value head): optimized and checkpointed with it."""
+    def add_module(self, name: str, module):
+        """A trainable module beside the model (PPO's value head): optimized and checkpointed with it;
+        returns it on the engine's device."""
         if self.optimizer is not None:
-            raise RuntimeError("register_module after the optimizer was built")
+            raise RuntimeError("add_module after the optimizer was built")
         self.extra_modules[name] = to_device(module, self.device)
+        return self.extra_modules[name]
 
     def trainable_parameters(self) -> list:
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -149,7 +168,8 @@ class PurePTEngine:
 
         e = self.cfg.engine
         self.optimizer = torch.optim.AdamW(self.trainable_parameters(), lr=e.lr, weight_decay=e.weight_decay)
-        total_updates = math.ceil(self.cfg.run.max_steps / self.grad_accum)
+        total_updates = math.ceil(self.cfg.run.max_steps / self.cfg.run.gradient_accumulation)
+        total_updates *= self.cfg.strategy.ppo_epochs if self.cfg.strategy.name == "ppo" else 1
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(e.lr_schedule, e.warmup_steps, total_updates))
 
@@ -170,12 +190,13 @@ class PurePTEngine:
         return model.get_base_model() if hasattr(model, "get_base_model") else model
 
     def forward(self, input_ids, attention_mask, *, positions=None, reference: bool = False, hidden: bool = False,
-                entropy: bool | str = False) -> dict:
+                entropy: bool | str = False, temperature: float = 1.0) -> ForwardOutput:
         """Per-token log-probs of input_ids[:, 1:] (shape [B, T-1]) and optionally entropy / hidden states.
 
         `positions` ([B, T-1], the shifted action mask): the vocabulary projection runs only where it
         is non-zero (the generated tokens) and log-probs / entropy are 0 elsewhere. Prompts are long
         and completions short, so this skips most of the lm_head work and its [tokens x vocab] memory.
+        `temperature`: log-probs under softmax(logits / temperature), the distribution the sampler drew from.
         """
         import torch
 
@@ -198,20 +219,19 @@ class PurePTEngine:
                 h = out.last_hidden_state[:, :-1]
                 h_sel = h[sel]
             logits = lm.get_output_embeddings()(h_sel).float()
+        if temperature != 1.0:
+            logits = logits / temperature
         shape = sel.shape
         targets = input_ids[:, 1:][sel]
         logz = torch.logsumexp(logits, dim=-1)
         logp = torch.zeros(shape, dtype=torch.float32, device=input_ids.device)
         logp = logp.masked_scatter(sel, logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz)
-        res = {"logp": logp}
+        ent = None
         if entropy:  # entropy="grad" keeps it differentiable (an entropy bonus in the loss)
             with torch.no_grad() if entropy != "grad" else contextlib.nullcontext():
                 probs = torch.softmax(logits, dim=-1)
-                ent = torch.zeros_like(logp)
-                res["entropy"] = ent.masked_scatter(sel, logz - (probs * logits).sum(-1))
-        if hidden:
-            res["hidden"] = h.float()
-        return res
+                ent = torch.zeros_like(logp).masked_scatter(sel, logz - (probs * logits).sum(-1))
+        return ForwardOutput(logp, ent, h.float() if hidden else None)
 
     def _shared_prefix_hidden(self, lm, input_ids, attention_mask, sel, plan):
         """Hidden states at the selected positions, computing each shared prompt once (see shared_prefix_plan).
@@ -292,40 +312,29 @@ class PurePTEngine:
                 dst.copy_(src)
         return self._gen_model, False
 
-    # ------------------------------------------------------------------ Engine protocol
-    def train_step(self, batch: dict) -> dict[str, float]:
-        """One micro-step on the strategy's loss; an optimizer update every gradient_accumulation calls."""
-        import torch
-
+    # ------------------------------------------------------------------ Engine protocol (what the recipe calls)
+    def backward(self, plan: StepPlan, *, scale: float) -> dict[str, float]:
+        """Forward + the plan's loss + backward of loss * scale; the gradients stay until optimizer_step()."""
         self._ensure_optimizer()
         self.model.train()
-        metrics: dict[str, float] = {}
-        epochs = self.cfg.strategy.ppo_epochs if batch.get("multi_epoch") else 1
-        for epoch in range(epochs):
-            loss, m = batch["loss_fn"](self, batch["tensors"])
-            metrics.update(m)
-            if loss is not None:
-                scaled = loss / self.grad_accum
-                if self.scaler is not None:
-                    self.scaler.scale(scaled).backward()
-                else:
-                    scaled.backward()
-                metrics["loss"] = float(loss.detach())
+        loss, metrics = plan.loss_fn(self, plan.tensors)
+        metrics = dict(metrics)
+        if loss is not None:
+            scaled = loss * scale
+            if self.scaler is not None:
+                self.scaler.scale(scaled).backward()
             else:
-                metrics.setdefault("loss", None)
-            if epoch < epochs - 1:
-                metrics.update(self._update())
-        self.accum_position += 1
-        if self.accum_position >= self.grad_accum:
-            metrics.update(self._update())
-        metrics["lr"] = self.current_lr()
-        metrics["accum_position"] = self.accum_position
+                scaled.backward()
+            metrics["loss"] = float(loss.detach())
+        else:
+            metrics.setdefault("loss", None)
         metrics["mem_used_mb"] = memory_used_mb(self.device)
         return metrics
 
-    def _update(self) -> dict[str, float]:
+    def optimizer_step(self) -> dict[str, float]:
         import torch
 
+        self._ensure_optimizer()
         params = self.trainable_parameters()
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
@@ -337,22 +346,19 @@ class PurePTEngine:
             self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.accum_position = 0
         self.updates += 1
-        return {"grad_norm": float(grad_norm), "optimizer_updates": self.updates}
+        return {"grad_norm": float(grad_norm), "optimizer_updates": self.updates, "lr": self.current_lr()}
 
     def current_lr(self) -> float:
         if self.optimizer is None:
             return self.cfg.engine.lr
         return float(self.optimizer.param_groups[0]["lr"])
 
-    def eval_step(self, batch: dict) -> dict[str, float]:
-        """Greedy rollouts of batch["items"], scored by the reward model: success rate and mean reward."""
+    def eval_step(self, items: list[dict], *, seed: int, max_new_tokens: int | None = None) -> dict[str, float]:
+        """Greedy rollouts of `items`, scored by the reward model: success rate and mean reward."""
         if self.reward_model is None:
             raise RuntimeError("eval_step needs a reward model")
-        items = batch["items"]
-        episodes = self.rollout(items, 1, seed=int(batch.get("seed", 0)), greedy=True,
-                                max_new_tokens=batch.get("max_new_tokens"))
+        episodes = self.rollout(items, 1, seed=int(seed), greedy=True, max_new_tokens=max_new_tokens)
         scores = [self.reward_model.score(it, ep) for it, ep in zip(items, episodes)]
         n = max(1, len(scores))
         return {"eval/success": sum(s.success for s in scores) / n, "eval/reward": sum(s.total for s in scores) / n,
@@ -363,7 +369,7 @@ class PurePTEngine:
         self._ensure_optimizer()
         weights = {n: p.detach().cpu().contiguous() for n, p in self.model.named_parameters() if p.requires_grad}
         pending = None
-        if self.accum_position:
+        if any(p.grad is not None for p in self.trainable_parameters()):
             pending = [None if p.grad is None else p.grad.detach().cpu().clone() for p in self.trainable_parameters()]
         return {
             KEY_WEIGHTS: weights,
@@ -372,7 +378,6 @@ class PurePTEngine:
             KEY_SCHEDULER: self.scheduler.state_dict(),
             KEY_SCALER: self.scaler.state_dict() if self.scaler is not None else None,
             KEY_PENDING_GRADS: pending,
-            KEY_ACCUM_POSITION: self.accum_position,
             KEY_EXTRA_MODULES: {k: m.state_dict() for k, m in self.extra_modules.items()},
             "updates": self.updates,
         }
@@ -398,7 +403,6 @@ class PurePTEngine:
         self.scheduler.load_state_dict(state[KEY_SCHEDULER])
         if self.scaler is not None and state.get(KEY_SCALER):
             self.scaler.load_state_dict(state[KEY_SCALER])
-        self.accum_position = int(state.get(KEY_ACCUM_POSITION, 0))
         self.updates = int(state.get("updates", 0))
         pending = state.get(KEY_PENDING_GRADS)
         for p in self.trainable_parameters():
@@ -406,3 +410,15 @@ class PurePTEngine:
         if pending:
             for p, g in zip(self.trainable_parameters(), pending):
                 p.grad = None if g is None else to_device(g, p.device).to(p.dtype)
+
+
+def disable_dropout(model) -> int:
+    """Set every dropout probability to 0 (LoRA dropout included); returns how many modules it changed."""
+    import torch
+
+    n = 0
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout) and m.p > 0:
+            m.p = 0.0
+            n += 1
+    return n

@@ -285,3 +285,13 @@ def _enable_checkpointing(model) -> None:
 
 def trainable_parameters(model) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def trained_method(model) -> str:
+    """How `model` trains, read off the model itself: 'qlora' (LoRA over 4-bit weights), 'lora' or 'full'."""
+    peft = hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
+    if not peft:
+        return "full"
+    four_bit = any(type(m).__name__ in ("Linear4bit", "Params4bit") or getattr(m, "is_loaded_in_4bit", False)
+                   for m in model.modules())
+    return "qlora" if four_bit or getattr(model, "is_loaded_in_4bit", False) else "lora"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from rc1.config.load import load_train_config
-from rc1.engines.recipe import TrainingRecipe, read_training_end
+from rc1.training.base import make_recipe, read_training_end
 from rc1.runtime.workspace import Workspace
 from tests.training.conftest import make_workspace
 
@@ -16,7 +16,7 @@ def test_eval_shadow_and_early_stop(tmp_path, tiny_model_dir):
         "run.eval_steps": 2, "engine.lr": 1e-9,  # a policy that cannot improve
         "callbacks": ["logging", "checkpoint", "lr_schedule", "grad_clip", {"name": "eval_shadow", "eval_items": 3},
                       {"name": "early_stop", "patience": 2, "min_delta": 0.5}]})
-    recipe = TrainingRecipe(ws, load_train_config(conf, ws), config_path=str(conf))
+    recipe = make_recipe(ws, load_train_config(conf, ws), config_path=str(conf))
     recipe.setup()
     assert recipe.train() == "early_stop"
     evals = [json.loads(l) for l in (ws.reports / "eval_shadow.jsonl").read_text().splitlines()]

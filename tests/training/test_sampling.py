@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rc1.engines.sampling import LOW_PERF_MIN_TRIES, PrioritySampler
+from rc1.training.sampler import LOW_PERF_MIN_TRIES, PrioritySampler
 from tests.training.conftest import arithmetic_items
 
 

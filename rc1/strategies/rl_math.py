@@ -1,0 +1,153 @@
+"""The RL maths of rc1's strategies, as pure functions of tensors (unit-tested with hand-computed numbers).
+
+Conventions: per-token tensors are [B, T] over the shifted sequence (position t scores token t+1);
+`mask` is 1 on the tokens the policy generated (action tokens) and 0 elsewhere.
+
+Group advantages (GRPO / RLOO), G completions per prompt, consecutive in the batch:
+    grpo   A_i = (r_i - mean_g r) / (std + eps)     std per group ("group"), over the batch ("batch"),
+                                                    or 1 ("none", Dr. GRPO)
+    rloo   A_i = r_i - mean_{j != i} r_j
+Each advantage is then multiplied by its item's `advantage_scale` (the difficulty bonus
+1 + beta*(I[hard] - I[easy])): a factor on the rewards of a whole group would cancel in the z-score.
+
+Clipped policy-gradient loss per token (PPO / GRPO), ratio rho = exp(logp - old_logp):
+    l_t = max(-A rho, -A clip(rho, 1 - c, 1 + c))  (+ beta * KL_t)
+aggregated as ("loss_type", as in TRL):
+    token      sum over all action tokens of the batch / their number            (TRL "dapo"/"bnpo")
+    sequence   mean over sequences of each sequence's token mean                 (TRL "grpo")
+    dr_grpo    sum over all action tokens / (B * max_new_tokens)                 (TRL "dr_grpo")
+
+KL(pi || ref) per token, k3 estimator (Schulman): exp(ref - logp) - (ref - logp) - 1  >= 0. It is the
+KL every strategy logs and `target_kl` is compared with: per-token, mean over action tokens, in nats.
+
+GAE over each episode's action tokens (environment tokens between turns are skipped, not zeroed):
+    delta_t = r_t + gamma V_{t'} - V_t,   A_t = delta_t + gamma lambda A_{t'}     (t' = next action token)
+
+DPO (sigmoid loss, Rafailov et al.), sequence log-probs summed over action tokens:
+    loss = -log sigmoid(beta * ((pi(c) - ref(c)) - (pi(r) - ref(r))))
+
+Adaptive KL coefficient (Ziegler et al. 2019):
+    coef <- coef * (1 + clip(KL / target - 1, -0.2, 0.2) * n / horizon)
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ADV_EPS = 1e-4
+KL_HORIZON = 10000
+KL_CLIP = 0.2
+
+ScaleRewards = Literal["group", "batch", "none"]
+LossType = Literal["token", "sequence", "dr_grpo"]
+
+
+def masked_mean(x, mask):
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def k3_kl(logp, ref_logp):
+    """Per-token KL(pi || ref) estimator exp(r - l) - (r - l) - 1 (non-negative, unbiased)."""
+    import torch
+
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1.0
+
+
+def grpo_advantages(rewards, group_size: int, scale: ScaleRewards = "group", eps: float = ADV_EPS):
+    """Group-relative advantages of rewards [B] (groups of `group_size` consecutive completions)."""
+    g = rewards.view(-1, group_size)
+    centred = g - g.mean(1, keepdim=True)
+    if scale == "group":
+        centred = centred / (g.std(1, keepdim=True) + eps)
+    elif scale == "batch":
+        centred = centred / (rewards.std() + eps)
+    elif scale != "none":
+        raise ValueError(f"scale_rewards {scale!r}: expected group, batch or none")
+    return centred.reshape(-1)
+
+
+def rloo_advantages(rewards, group_size: int):
+    """Leave-one-out baseline: A_i = r_i - mean of the other completions of the same prompt."""
+    g = rewards.view(-1, group_size)
+    baseline = (g.sum(1, keepdim=True) - g) / (group_size - 1)
+    return (g - baseline).reshape(-1)
+
+
+def clipped_pg(logp, old_logp, advantages, clip: float):
+    """Per-token clipped surrogate loss and ratio. advantages: [B] (one per sequence) or [B, T]."""
+    import torch
+
+    ratio = torch.exp(logp - old_logp)
+    adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+    loss = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - clip, 1 + clip))
+    return loss, ratio
+
+
+def aggregate(per_token, mask, loss_type: LossType = "token", max_new_tokens: int | None = None):
+    """Reduce a per-token loss to a scalar (see the module docstring for the three types)."""
+    if loss_type == "token":
+        return masked_mean(per_token, mask)
+    if loss_type == "sequence":
+        per_seq = (per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return per_seq.mean()
+    if loss_type == "dr_grpo":
+        if not max_new_tokens:
+            raise ValueError("loss_type dr_grpo needs max_new_tokens")
+        return (per_token * mask).sum() / (mask.shape[0] * max_new_tokens)
+    raise ValueError(f"loss_type {loss_type!r}: expected token, sequence or dr_grpo")
+
+
+def gae(rewards, values, mask, gamma: float, lam: float):
+    """(advantages, returns) by GAE over the action tokens of each row (see the module docstring)."""
+    import torch
+
+    adv = torch.zeros_like(rewards)
+    B, T = rewards.shape
+    for b in range(B):
+        idx = torch.nonzero(mask[b] > 0).flatten().tolist()
+        last_gae, next_value = 0.0, 0.0
+        for i in reversed(idx):
+            delta = rewards[b, i] + gamma * next_value - values[b, i]
+            last_gae = delta + gamma * lam * last_gae
+            adv[b, i] = last_gae
+            next_value = values[b, i]
+    return adv, adv + values * mask
+
+
+def whiten(x, mask, eps: float = 1e-8):
+    """(x - mean) / std over the masked entries; 0 outside the mask."""
+    mean = masked_mean(x, mask)
+    var = masked_mean((x - mean) ** 2, mask)
+    return (x - mean) * (var + eps).rsqrt() * mask
+
+
+def clipped_value_loss(values, old_values, returns, clip: float):
+    """Per-token 0.5 * max((V - R)^2, (clip(V, V_old +- c) - R)^2)."""
+    import torch
+
+    v_clipped = old_values + torch.clamp(values - old_values, -clip, clip)
+    return 0.5 * torch.maximum((values - returns) ** 2, (v_clipped - returns) ** 2)
+
+
+def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta: float):
+    """Sigmoid DPO loss per pair from sequence log-probs [N] each; returns (loss [N], margin [N])."""
+    import torch.nn.functional as F
+
+    margin = (policy_chosen - ref_chosen) - (policy_rejected - ref_rejected)
+    return -F.logsigmoid(beta * margin), margin
+
+
+class AdaptiveKLController:
+    """The KL coefficient that holds the measured KL near `target` (fixed when target is None)."""
+
+    def __init__(self, init_kl_coef: float, target: float | None, horizon: int = KL_HORIZON):
+        self.value = init_kl_coef
+        self.target = target
+        self.horizon = horizon
+
+    def update(self, current_kl: float, n_steps: int) -> None:
+        if self.target is None:
+            return
+        err = min(max(current_kl / self.target - 1.0, -KL_CLIP), KL_CLIP)
+        self.value *= 1.0 + err * n_steps / self.horizon
