@@ -80,6 +80,16 @@ class Pipeline:
         return self.state_at_least("round2_pass") and (
             self.state_at_least("training") or self.ticket_ok("round2_pass"))
 
+    def signal_current(self) -> bool:
+        """The learning-signal report was made for this config's settings and data (else measure again)."""
+        from rc1.training.signal import REPORT, signal_identity
+
+        try:
+            rep = json.loads(self.ws.path(REPORT).read_text())
+        except (OSError, json.JSONDecodeError):
+            return False
+        return rep.get("identity") == signal_identity(self.ws, self.cfg)[0]
+
     def training_progress(self) -> tuple[int, int] | None:
         from rc1.runtime.metrics import last_metrics
 
@@ -135,6 +145,8 @@ class Pipeline:
             Stage("reward: shadow run", ["reward", "shadow-run", "--config", c, "--tag", cfg_gates_tag(self),
                                          "--source", cfg.eval.shadow_run_source, *self._sampled_shadow_args()],
                   lambda: past()),
+            Stage("learning signal", ["learning-signal", "--config", c],
+                  lambda: past() or self.artifacts_ok("reports/learning_signal.json") and self.signal_current()),
             Stage("gate: round2", ["advance", "--to", "round2", "--config", c], lambda: past()),
             Stage("train", ["train", "--config", c] + (["--resume", "latest"] if self._resumable() else []),
                   lambda: self.state_at_least("eval") or self._training_finished(), watch=self.training_progress),

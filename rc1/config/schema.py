@@ -426,6 +426,14 @@ class RunConfigGate(Strict):
     mix_tol_pp: float = Field(3.0, ge=0)
 
 
+class LearningSignalGate(Strict):
+    min_prompts: int = Field(8, ge=1, description="training prompts the base policy is rolled out on")
+    pass_rate_min: float = Field(0.0, ge=0, le=1, description="base pass rate must be above this (0: any success)")
+    pass_at_k_min: float = Field(0.1, ge=0, le=1, description="prompts with >= 1 correct episode among num_generations")
+    truncation_max: float = Field(0.5, ge=0, le=1)
+    no_signal_max: float = Field(0.95, ge=0, le=1, description="groups whose successes are all equal")
+
+
 class TrainingDoneGate(Strict):
     kl_tolerance: float = Field(1.5, ge=1, description="the run's last-window mean KL may exceed target_kl by this factor")
 
@@ -481,6 +489,7 @@ class GatesConfig(Strict):
     run_config: RunConfigGate = Field(default_factory=RunConfigGate)
     resources: ResourcesGate = Field(default_factory=ResourcesGate)
     training_done: TrainingDoneGate = Field(default_factory=TrainingDoneGate)
+    learning_signal: LearningSignalGate = Field(default_factory=LearningSignalGate)
     shadow_run: ShadowRunGate = Field(default_factory=ShadowRunGate)
     calibration: CalibrationGate = Field(default_factory=CalibrationGate)
     ablation: AblationGate = Field(default_factory=AblationGate)
