@@ -61,11 +61,14 @@ def metrics_text(snap: MetricsSnapshot | None) -> Text:
         out.append(f"preview from {snap.records} sampled records; full scan running", style="yellow")
     out.append("  corrupt/partial lines skipped: ")
     out.append(str(snap.bad_lines), style="bold red" if snap.bad_lines else "")
-    keys = ("step", "loss", "kl", "reward", "entropy", "completion_len", "clip_frac")
+    keys = ("step", "loss", "kl", "reward", "success", "entropy", "completion_len", "clip_frac")
     shown = [f"{k}={snap.last[k]:.4g}" if isinstance(snap.last.get(k), float) else f"{k}={snap.last[k]}"
              for k in keys if k in snap.last]
     if shown:
         out.append("\nlast: " + "  ".join(shown))
+    for step, message in snap.alerts:
+        out.append(f"\n⚠ ALERT at step {step}: ", style="bold red")
+        out.append(message, style="red")
     return out
 
 
