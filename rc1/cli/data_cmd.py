@@ -42,7 +42,7 @@ def _custom_tasks(ws, cfg, source: Optional[list[str]], verifier: Optional[str],
     import re
 
     from rc1.config.load import validate
-    from rc1.config.schema import TASK_NAME, TaskSection
+    from rc1.config.schema import TASK_NAME, TaskSection, task_name_problem
     from rc1.data.generic import task_name_for
     from rc1.runtime.errors import ConfigError
 
@@ -57,6 +57,8 @@ def _custom_tasks(ws, cfg, source: Optional[list[str]], verifier: Optional[str],
     if not (sep and re.match(TASK_NAME, named)):  # NAME=FILE names the task too
         named, path = None, source[0]
     name = task or named or task_name_for(path)
+    if task_name_problem(name):
+        raise ConfigError(f"--task: {task_name_problem(name)}")
     body = {"path": path, "verifier": verifier, **({"heldout": heldout} if heldout is not None else {})}
     specs[name] = validate(TaskSection, body, f"--source {path} --verifier {verifier}")
     return specs, name

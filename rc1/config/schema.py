@@ -41,6 +41,17 @@ def verifier_problem(spec: str) -> str | None:
     return f"unknown verifier {spec!r}; named verifiers: {', '.join(VERIFIER_NAMES)}, or python:MODULE:FUNCTION"
 
 
+def task_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a custom task, or None."""
+    if name in TASKS:
+        return f"{name!r} is a built-in task; name a custom task otherwise"
+    if name in (*BUCKETS, "all"):  # report keys: success_<bucket>, clarification["all"]
+        return f"task name {name!r} is reserved; choose another"
+    if not re.match(TASK_NAME, name):
+        return f"task name {name!r}: use lowercase letters, digits and _ (starting with a letter, at most 40)"
+    return None
+
+
 def task_order(names: Iterable[str]) -> list[str]:
     """Task names in report order: the built-in tasks first (in TASKS order), then custom ones sorted."""
     names = set(names)
@@ -247,12 +258,9 @@ class DatasetsSection(Strict):
     @classmethod
     def _task_names(cls, v: dict[str, TaskSection]) -> dict[str, TaskSection]:
         for name in v:
-            if name in TASKS:
-                raise ValueError(f"{name!r} is a built-in task; name a custom task otherwise")
-            if name in (*BUCKETS, "all"):  # report keys: success_<bucket>, clarification["all"]
-                raise ValueError(f"task name {name!r} is reserved; choose another")
-            if not re.match(TASK_NAME, name):
-                raise ValueError(f"task name {name!r}: use lowercase letters, digits and _ (starting with a letter)")
+            problem = task_name_problem(name)
+            if problem:
+                raise ValueError(problem)
         return v
 
     @field_validator("mix")

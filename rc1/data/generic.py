@@ -36,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from rc1.config.load import format_validation_error
-from rc1.config.schema import BUCKETS, TASK_NAME, TASKS, TaskSection
+from rc1.config.schema import BUCKETS, TaskSection, task_name_problem
 from rc1.rewards.verifiers import gold_problem, resolve_verifier
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import sha256_file
@@ -237,8 +237,8 @@ def task_name_for(path: str) -> str:
     """A task name from a file name: data/My-Arith.jsonl -> my_arith."""
     name = re.sub(r"[^a-z0-9_]+", "_", Path(path).stem.lower()).strip("_") or "task"
     name = name if name[0].isalpha() else f"t_{name}"
-    if name in TASKS or not re.match(TASK_NAME, name):
-        raise ConfigError(f"--task: cannot name a custom task {name!r} after {path}; pass --task NAME")
+    if task_name_problem(name):
+        raise ConfigError(f"--task: cannot name a custom task after {path} ({task_name_problem(name)}); pass --task NAME")
     return name
 
 

@@ -197,14 +197,11 @@ def verify_exact(prediction: str | None, gold, aliases=()) -> Verdict:
 
 
 # ----------------------------------------------------------------------------- the registry
-
-
 @dataclass(frozen=True)
 class NamedVerifier:
     name: str
     fn: Callable[[str | None, Any, tuple], Verdict]
     gold_problem: Callable[[Any], str | None]   # why this gold answer cannot be checked, or None
-    summary: str
 
 
 def _text_gold(gold) -> str | None:
@@ -218,18 +215,13 @@ def _text_gold(gold) -> str | None:
 # Keys in the order of rc1.config.schema.VERIFIER_NAMES, which the config schema validates against.
 VERIFIERS: dict[str, NamedVerifier] = {v.name: v for v in (
     NamedVerifier("numeric", verify_gsm8k,
-                  lambda g: None if parse_number(str(g)) is not None else f"the answer {g!r} holds no number",
-                  "the last number of the answer (after '####' or in \\boxed{} when present), compared within 1e-6"),
-    NamedVerifier("exact", verify_exact, _text_gold,
-                  "normalised exact match (case, punctuation, articles and spacing ignored) with the answer or an alias"),
-    NamedVerifier("f1", verify_hotpotqa, _text_gold,
-                  "solved on a normalised exact match; score = the best token F1 with the answer or an alias"),
+                  lambda g: None if parse_number(str(g)) is not None else f"the answer {g!r} holds no number"),
+    NamedVerifier("exact", verify_exact, _text_gold),
+    NamedVerifier("f1", verify_hotpotqa, _text_gold),
     NamedVerifier("yes_no", verify_strategyqa,
-                  lambda g: None if isinstance(g, bool) or parse_yes_no(str(g)) else f"the answer {g!r} is not yes/no",
-                  "yes/no (true/false) read from the answer's first word or an explicit 'the answer is ...'"),
+                  lambda g: None if isinstance(g, bool) or parse_yes_no(str(g)) else f"the answer {g!r} is not yes/no"),
     NamedVerifier("choice", verify_choice,
-                  lambda g: None if parse_choice(str(g)) else f"the answer {g!r} is not an option letter (A, B, ...)",
-                  "the option letter named by the answer ('B', '(B)', 'B) ...', 'the answer is B'), or an alias's text"),
+                  lambda g: None if parse_choice(str(g)) else f"the answer {g!r} is not an option letter (A, B, ...)"),
 )}
 PYTHON_PREFIX = "python:"
 
@@ -254,7 +246,7 @@ class VerifierError(Rc1Error):
 # never from whatever else is on sys.path. The CLI names the workspace (use_workspace); library callers
 # that do not get $RC1_WORKDIR, else the current directory (rc1.runtime.workspace).
 _workspace_root: Path | None = None
-_loaded: dict[tuple[str, str], Callable] = {}
+_loaded: dict[tuple, Callable] = {}  # (spec, root, module file's mtime and size)
 
 
 def use_workspace(root: str | Path | None) -> None:
@@ -360,7 +352,7 @@ def as_verdict(value) -> Verdict:
         if isinstance(score, bool) or not isinstance(score, numbers.Real) or not 0.0 <= float(score) <= 1.0:
             raise ValueError(f"returned Verdict(score={score!r}); score must be a number in [0, 1]")
         return Verdict(value.success, float(score))
-    if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy bools too
+    if isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b":  # numpy bools too
         return Verdict(bool(value), 1.0 if value else 0.0)
     if isinstance(value, numbers.Real):
         x = float(value)

@@ -141,6 +141,8 @@ def test_build_pool_errors_are_clear(arith_ws):
     assert r.exit_code == 2 and "asks for 500 arith items" in r.output
     r = rc1(ws, "data", "build-pool", "--mix", "arith:1.0")
     assert r.exit_code == 2 and "unknown task(s) ['arith']" in r.output
+    r = rc1(ws, "data", "build-pool", "--source", "data/arith.jsonl", "--verifier", "numeric", "--task", "gsm8k")
+    assert r.exit_code == 2 and "--task: 'gsm8k' is a built-in task" in r.output
     lines(ws.path("data/yn.jsonl"), [{"question": "Is ice cold?", "answer": "maybe"}])
     r = rc1(ws, "data", "build-pool", "--source", "data/yn.jsonl", "--verifier", "yes_no")
     assert r.exit_code == 2 and "data/yn.jsonl:1: answer: the answer 'maybe' is not yes/no (verifier yes_no)" in r.output
