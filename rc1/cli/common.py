@@ -23,7 +23,11 @@ STATE = _State()
 
 
 def workspace() -> Workspace:
-    return resolve_workspace(STATE.workdir)
+    from rc1.rewards.verifiers import use_workspace
+
+    ws = resolve_workspace(STATE.workdir)
+    use_workspace(ws.root)  # `python:` verifiers load from this workspace (or an installed package)
+    return ws
 
 
 def fail(exc: Rc1Error) -> "typer.Exit":

@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
 
         ws = workspace().ensure()
         cfg = load_train_config(config, ws)
-        gates = load_gates_config(cfg.gates, ws)
+        gates = load_gates_config(cfg.gates, ws, tasks=cfg.datasets.tasks)
         if stage not in gates.scale.stages:
             raise ConfigError(f"--stage {stage!r}: unknown stage; known: {', '.join(gates.scale.stages)}")
         ctx = GateContext(ws=ws, gates=gates, round=stage, config=cfg, config_path=ws.path(config),

@@ -6,13 +6,20 @@ path together with every other error in the file (see `rc1.config.load`).
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+import re
+from typing import Iterable, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from rc1.config import registry
 
-TASKS = ("hotpotqa", "strategyqa", "gsm8k")
+TASKS = ("hotpotqa", "strategyqa", "gsm8k")   # the built-in tasks; custom ones are declared in datasets.tasks
+TASK_NAME = r"^[a-z][a-z0-9_]{0,39}$"
+# Verifier names; rc1.rewards.verifiers implements them (a test keeps the two in step). The built-in
+# tasks are instances of the named verifiers.
+VERIFIER_NAMES = ("numeric", "exact", "f1", "yes_no", "choice")
+TASK_VERIFIERS = {"gsm8k": "numeric", "hotpotqa": "f1", "strategyqa": "yes_no"}
+PYTHON_VERIFIER = re.compile(r"^python:([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*)$")
 BUCKETS = ("easy", "medium", "hard")
 # Names come from rc1.config.registry: the one table of engines, strategies and callbacks.
 EngineName = Literal[tuple(registry.ENGINES) + tuple(registry.SEED_ALIASES)]  # type: ignore[valid-type]
@@ -25,10 +32,40 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-def _check_mix(mix: dict[str, float]) -> dict[str, float]:
-    unknown = sorted(set(mix) - set(TASKS))
-    if unknown:
-        raise ValueError(f"unknown task(s) {unknown}; known: {list(TASKS)}")
+def verifier_problem(spec: str) -> str | None:
+    """Why `spec` is not a verifier name (syntax only: nothing is imported here), or None."""
+    if spec in VERIFIER_NAMES or PYTHON_VERIFIER.match(spec):
+        return None
+    if spec.startswith("python:"):
+        return f"{spec!r} is not python:MODULE:FUNCTION (e.g. python:my_verifiers:check)"
+    return f"unknown verifier {spec!r}; named verifiers: {', '.join(VERIFIER_NAMES)}, or python:MODULE:FUNCTION"
+
+
+def task_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a custom task, or None."""
+    if name in TASKS:
+        return f"{name!r} is a built-in task; name a custom task otherwise"
+    if name in (*BUCKETS, "all"):  # report keys: success_<bucket>, clarification["all"]
+        return f"task name {name!r} is reserved; choose another"
+    if not re.match(TASK_NAME, name):
+        return f"task name {name!r}: use lowercase letters, digits and _ (starting with a letter, at most 40)"
+    return None
+
+
+def task_order(names: Iterable[str]) -> list[str]:
+    """Task names in report order: the built-in tasks first (in TASKS order), then custom ones sorted."""
+    names = set(names)
+    return [t for t in TASKS if t in names] + sorted(names - set(TASKS))
+
+
+def _check_mix(mix: dict[str, float], custom: Iterable[str] | None = ()) -> dict[str, float]:
+    """Weights >= 0 summing to 1 over known tasks. `custom=None`: the custom tasks failed validation
+    themselves (already reported), so names are not judged."""
+    known = task_order([*TASKS, *(custom or ())])
+    unknown = sorted(set(mix) - set(known))
+    if unknown and custom is not None:
+        raise ValueError(f"unknown task(s) {unknown}; known: {known} (a custom task is declared under "
+                         "datasets.tasks of the run config)")
     if any(v < 0 for v in mix.values()):
         raise ValueError("mix weights must be >= 0")
     total = sum(mix.values())
@@ -176,10 +213,65 @@ class FinetuneSection(Strict):
     method: Literal["full", "lora", "qlora"] = "lora"
 
 
+class TaskSection(Strict):
+    """A custom task (rc1.data.generic): a JSONL task file whose answers a named verifier checks."""
+
+    path: str = Field(description="task file: JSONL of {id?, messages | question, answer, aliases?, meta?}")
+    verifier: str = Field(description="numeric | exact | f1 | yes_no | choice | python:MODULE:FUNCTION (a module "
+                                      "file in the workspace or an installed package)")
+    heldout: float | None = Field(
+        None, ge=0, lt=1, description="share of `path` held out for the shadow/eval set, chosen by a hash of each "
+                                      "item's id (default 0.2; 0 with heldout_path)")
+    heldout_path: str | None = Field(None, description="a separate held-out task file instead of a split of `path`")
+    split_seed: int = Field(20250820, description="seed of the held-out split")
+    max_turns: int = Field(3, ge=1, le=16, description="turn limit of this task's episodes")
+    tools: list[Literal["calc"]] = Field(
+        default_factory=list, description="tools the model may call (wiki needs documents, which task files lack)")
+
+    @field_validator("verifier")
+    @classmethod
+    def _verifier(cls, v: str) -> str:
+        problem = verifier_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @model_validator(mode="after")
+    def _one_heldout(self):
+        if self.heldout_path and self.heldout:
+            raise ValueError("give heldout (a share of path) or heldout_path (a separate file), not both")
+        return self
+
+    @property
+    def heldout_share(self) -> float:
+        if self.heldout is not None:
+            return self.heldout
+        return 0.0 if self.heldout_path else 0.2
+
+
 class DatasetsSection(Strict):
+    # `tasks` first: the mix validator reads the custom task names from it.
+    tasks: dict[str, TaskSection] = Field(default_factory=dict, description="custom tasks by name (usable in mix)")
     mix: dict[str, float] = Field(default_factory=lambda: {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25})
 
-    _mix = field_validator("mix")(classmethod(lambda cls, v: _check_mix(v)))
+    @field_validator("tasks")
+    @classmethod
+    def _task_names(cls, v: dict[str, TaskSection]) -> dict[str, TaskSection]:
+        for name in v:
+            problem = task_name_problem(name)
+            if problem:
+                raise ValueError(problem)
+        return v
+
+    @field_validator("mix")
+    @classmethod
+    def _mix(cls, v: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        return _check_mix(v, info.data["tasks"].keys() if "tasks" in info.data else None)
+
+    @property
+    def task_names(self) -> list[str]:
+        """Every task this config knows: the built-in ones and its custom ones."""
+        return task_order([*TASKS, *self.tasks])
 
 
 class PoolSection(Strict):
@@ -370,6 +462,12 @@ class TrainConfig(Strict):
 
 
 # ----------------------------------------------------------------------------- gates config
+def _context_tasks(info: ValidationInfo) -> Iterable[str]:
+    """Custom task names a gates config may use in its mixes: those of the run config that names it,
+    passed as validation context (rc1.config.load.load_gates_config(..., tasks=...))."""
+    return (info.context or {}).get("tasks", ())
+
+
 class PoolGate(Strict):
     distinct2_min: float = Field(0.60, ge=0, le=1)
     kl3_min: float = Field(0.15, ge=0)
@@ -385,7 +483,7 @@ class PoolGate(Strict):
     mix_tol_pp: float = Field(3.0, ge=0)
     min_items: int = Field(1, ge=1)
 
-    _mix = field_validator("mix")(classmethod(lambda cls, v: _check_mix(v)))
+    _mix = field_validator("mix")(classmethod(lambda cls, v, info: _check_mix(v, _context_tasks(info))))
 
 
 class DifficultyGate(Strict):
@@ -424,6 +522,8 @@ class RunConfigGate(Strict):
     finetune_method: Literal["full", "lora", "qlora"] | None = "qlora"
     mix: dict[str, float] = Field(default_factory=lambda: {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25})
     mix_tol_pp: float = Field(3.0, ge=0)
+
+    _mix = field_validator("mix")(classmethod(lambda cls, v, info: _check_mix(v, _context_tasks(info))))
 
 
 class LearningSignalGate(Strict):

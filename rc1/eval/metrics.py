@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from rc1.config.schema import BUCKETS, TASKS
+from rc1.config.schema import BUCKETS, TASKS, task_order
 
 Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975); a test checks it against scipy
 BOOTSTRAP_B = 2000
@@ -187,7 +187,7 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict:
     return {
         "n": len(rs),
         "success": _success(rs),
-        "by_task": {t: _success(r for r in rs if r.task == t) for t in TASKS if any(r.task == t for r in rs)},
+        "by_task": {t: _success(r for r in rs if r.task == t) for t in task_order(r.task for r in rs)},
         "by_bucket": {b: _success(r for r in rs if r.bucket == b) for b in BUCKETS if any(r.bucket == b for r in rs)},
         "hard_hq_sq": _success(hard_records(rs)),
         "needs_clar_success": _success(needed),
@@ -199,8 +199,7 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict:
         "by_bucket_behaviour": {b: _behaviour([r for r in rs if r.bucket == b]) for b in BUCKETS
                                 if any(r.bucket == b for r in rs)},
         "clarification": {"all": clarification_pr(rs),
-                          **{t: clarification_pr([r for r in rs if r.task == t]) for t in TASKS
-                             if any(r.task == t for r in rs)}},
+                          **{t: clarification_pr([r for r in rs if r.task == t]) for t in task_order(r.task for r in rs)}},
     }
 
 
@@ -240,7 +239,7 @@ def compare(base: Sequence[EpisodeRecord], trained: Sequence[EpisodeRecord]) -> 
         "n_paired": len(b),
         "success": _delta_prop(b, t, lambda r: True, succ),
         "by_task": {task: _delta_prop(b, t, lambda r, task=task: r.task == task, succ)
-                    for task in TASKS if any(r.task == task for r in b)},
+                    for task in task_order(r.task for r in b)},
         "by_bucket": {bk: _delta_prop(b, t, lambda r, bk=bk: r.bucket == bk, succ)
                       for bk in BUCKETS if any(r.bucket == bk for r in b)},
         "hard_hq_sq": _delta_prop(b, t, lambda r: r.bucket == "hard" and r.task in HARD_TASKS, succ),
