@@ -41,7 +41,7 @@ def cfg_gates_tag(pipe: "Pipeline") -> str:
     """The shadow-run tag the round 2 gate reads (gates config shadow_run.tag)."""
     from rc1.config.load import load_gates_config
 
-    return load_gates_config(pipe.cfg.gates, pipe.ws).shadow_run.tag
+    return load_gates_config(pipe.cfg.gates, pipe.ws, tasks=pipe.cfg.datasets.tasks).shadow_run.tag
 
 
 @dataclass
@@ -108,17 +108,22 @@ class Pipeline:
         mix = ",".join(f"{k}:{v}" for k, v in cfg.datasets.mix.items())
         target = ",".join(f"{k}:{v}" for k, v in pool.difficulty_target.items())
         base = cfg.model.base
-        build_args = ["--n", str(pool.n), "--mix", mix, "--max-turns", str(pool.max_turns),
+        from rc1.data.applicability import v1_required
+
+        build_args = ["--config", c, "--n", str(pool.n), "--mix", mix, "--max-turns", str(pool.max_turns),
                       "--clarify-rate", str(pool.clarify_rate), "--tools", ",".join(pool.tools),
                       "--templates-dir", pool.templates_dir]
+        v1_stage = ([Stage("data: v1 pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--version",
+                                             "v1", "--out", v1], lambda: past() or self.artifacts_ok(v1))]
+                    if v1_required(cfg) else [])
         return [
             Stage("data: make-min", ["data", "make-min"],
                   lambda: past() or self.artifacts_ok(cfg.data.train_path, cfg.data.eval_path)),
-            Stage("data: v1 pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--version", "v1",
-                                    "--out", v1], lambda: past() or self.artifacts_ok(v1)),
+            *v1_stage,
             Stage("data: seed pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--out", raw],
                   lambda: past() or self.artifacts_ok(raw)),
-            Stage("data: shadow set", ["data", "shadow-set", "--n", str(pool.shadow_n), "--seed", str(pool.shadow_seed),
+            Stage("data: shadow set", ["data", "shadow-set", "--config", c, "--n", str(pool.shadow_n),
+                                       "--seed", str(pool.shadow_seed),
                                        "--stratify", "--out", shadow, "--templates-dir", pool.templates_dir,
                                        "--base", base], lambda: past() or self.artifacts_ok(shadow)),
             Stage("data: difficulty metrics", ["data", "difficulty", "metrics", "--in", raw, "--out", metrics,
@@ -126,10 +131,11 @@ class Pipeline:
             Stage("data: difficulty bucketize", ["data", "difficulty", "bucketize", "--metrics", metrics, "--out", balanced,
                                                  "--target", target, "--seed", str(pool.seed), "--mix", mix],
                   lambda: past() or self.artifacts_ok(balanced)),
-            Stage("data: difficulty validate", ["data", "difficulty", "validate", "--metrics", metrics,
+            Stage("data: difficulty validate", ["data", "difficulty", "validate", "--config", c, "--metrics", metrics,
                                                 "--balanced", balanced, "--gates", cfg.gates],
                   lambda: past() or self.artifacts_ok("reports/rc1/difficulty_report.json")),
-            Stage("data: validate pool", ["data", "validate-pool", raw, "--shadow", shadow, "--v1", v1,
+            Stage("data: validate pool", ["data", "validate-pool", raw, "--config", c, "--shadow", shadow,
+                                          *(["--v1", v1] if v1_required(cfg) else []),
                                           "--gates", cfg.gates, "--base", base],
                   lambda: past() or self.artifacts_ok("reports/diversity_report.json")),
             Stage("judge: serve", ["judge", "serve", *(["--gguf", cfg.scorer.judge_gguf] if cfg.scorer.judge_gguf else [])],

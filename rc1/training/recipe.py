@@ -43,6 +43,7 @@ from pathlib import Path
 
 from rc1.engines.contract import Batch, StepPlan
 from rc1.runtime import checkpoint as ckpt
+from rc1.rewards.verifiers import VerifierError
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fatal import CONTEXT
 from rc1.training.base import RecipeBase, rollout_seed
@@ -112,11 +113,19 @@ class TrainingRecipe(RecipeBase):
             CONTEXT["step"] = self.step
             batch = Batch(self.step, tuple(self.sampler.next_batch(self.step, cfg.strategy.prompts_per_step)),
                           rollout_seed(cfg.run.seed, self.step))
-            rollout = self.strategy.rollout(batch)
-            record: dict = {"step": self.step + 1}
-            if rollout is not None:
-                rollout, redraw_stats = self.resample_zero_signal(batch, rollout)
-                record.update(redraw_stats)
+            try:
+                rollout = self.strategy.rollout(batch)
+                record: dict = {"step": self.step + 1}
+                if rollout is not None:
+                    rollout, redraw_stats = self.resample_zero_signal(batch, rollout)
+                    record.update(redraw_stats)
+            except VerifierError as exc:  # the task's verifier failed: keep what trained, stop, name the item
+                if self.window:
+                    raise
+                log.error("stopping: %s", exc.message)
+                self.stop_reason = "verifier_error"
+                self.finish()
+                raise
             plan = self.strategy.plan(batch, rollout)
             record.update(plan.metrics)
             t_rollout = time.perf_counter() - t0

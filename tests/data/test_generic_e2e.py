@@ -16,7 +16,8 @@ from tests.helpers.tasks import ARITH_CONFIG, custom_gates_yaml, write_task_file
 # Gate areas judged on a live judge and a base model that solves held-out items, neither of which a
 # random-weight test model has; tests/rewards covers them (test_probe_cli, test_shadow_calibrate).
 # Every data, config and reward area runs for real.
-NOT_HERE = {"scorer": "needs a live judge probe", "shadow_run": "needs a base model that solves shadow items"}
+NOT_HERE = {"scorer": "needs a live judge probe", "shadow_run": "needs a base model that solves shadow items",
+            "learning_signal": "needs a base model that solves training items (tests/training/test_learning_signal.py)"}
 
 
 def rc1(ws, *args):

@@ -176,3 +176,36 @@ def test_adaptive_kl_without_a_coefficient_is_a_config_error(tmp_path, tiny_mode
     with pytest.raises(ConfigError) as err:
         verify_config_file(conf, ws)
     assert "kl_control" in str(err.value.lines)
+
+
+class FailsOnCall:
+    """The task's verifier raising on the n-th scored episode (as a user's python: verifier would)."""
+
+    def __init__(self, inner, n):
+        self.inner, self.n, self.calls = inner, n, 0
+
+    def score(self, item, episode):
+        from rc1.rewards.verifiers import VerifierError
+
+        self.calls += 1
+        if self.calls == self.n:
+            raise VerifierError(item["id"], "python:mine:check", ValueError("cannot parse gold"))
+        return self.inner.score(item, episode)
+
+
+def test_a_failing_verifier_stops_the_run_cleanly_naming_the_item(tmp_path, tiny_model_dir):
+    from rc1.rewards.reward import RewardModel
+    from rc1.rewards.verifiers import VerifierError
+    from rc1.runtime.checkpoint import read_latest, verify_checkpoint
+
+    ws = Workspace(tmp_path)
+    conf = make_workspace(tmp_path, tiny_model_dir, max_steps=6, save_steps=100)
+    cfg = load_train_config(conf, ws)
+    recipe = make_recipe(ws, cfg, config_path=str(conf), reward_model=FailsOnCall(RewardModel.from_config(cfg, ws), 14))
+    recipe.setup()
+    with pytest.raises(VerifierError, match="on item t00"):
+        recipe.train()
+    latest = read_latest(ws.path("checkpoints/t"))
+    assert latest.name == "step_00002" and verify_checkpoint(latest)  # steps 1-2 trained (6 episodes each), kept
+    end = read_training_end(ws)
+    assert end["reason"] == "verifier_error" and end["stopped_early"] and end["step"] == 2
