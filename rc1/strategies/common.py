@@ -92,6 +92,7 @@ def collate(engine, episodes: list[Any]) -> dict:
 
 
 def masked_mean(x, mask):
+    """Mean of x over the positions where mask is 1 (0 when the mask is empty)."""
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
@@ -101,3 +102,14 @@ def k3_kl(logp, ref_logp):
 
     d = ref_logp - logp
     return torch.exp(d) - d - 1.0
+
+
+def clipped_pg_loss(logp, old_logp, advantages, clip: float):
+    """Per-token PPO clipped surrogate max(-A r, -A clip(r, 1-c, 1+c)) with r = exp(logp - old_logp).
+
+    Returns (loss per token, r). `advantages` broadcasts against logp ((B, 1) per sequence or (B, T))."""
+    import torch
+
+    ratio = torch.exp(logp - old_logp)
+    pg = torch.maximum(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip, 1 + clip))
+    return pg, ratio

@@ -11,9 +11,29 @@ without any pair contributes no gradient (its micro-step still counts toward acc
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from rc1.strategies.common import collate, masked_mean, rollout_and_score
 
 PAIR_MIN_GAP = 1e-6
+
+
+class DPOLoss(NamedTuple):
+    loss: Any     # scalar: mean over pairs of -log sigmoid(beta * margin)
+    margin: Any   # (n_pairs,) implicit reward margin (log-ratio of chosen minus log-ratio of rejected)
+    delta: Any    # (2 n_pairs, T) masked per-token log pi - log ref
+
+
+def dpo_loss(logp, ref_logp, mask, n_pairs: int, beta: float) -> DPOLoss:
+    """Sigmoid DPO loss; rows 0..n-1 are the chosen episodes, rows n..2n-1 their rejected partners.
+
+    Sequence log-probs are sums of the per-token log-probs (B, T) over the action mask (B, T)."""
+    import torch.nn.functional as F
+
+    delta = (logp - ref_logp) * mask          # per-token log pi - log ref
+    seq = delta.sum(1)
+    margin = seq[:n_pairs] - seq[n_pairs:]
+    return DPOLoss(-F.logsigmoid(beta * margin).mean(), margin, delta)
 
 
 class DPOStrategy:
@@ -63,16 +83,12 @@ class DPOStrategy:
 
     def loss(self, engine, t: dict):
         import torch
-        import torch.nn.functional as F
 
         if not t:
             return None, {"kl": 0.0, "ratio": 1.0, "clip_frac": 0.0, "entropy": None}
         out = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
         logp, mask, n = out["logp"], t["action_mask"], t["n_pairs"]
-        delta = (logp - t["ref_logp"]) * mask          # per-token log pi - log ref
-        seq = delta.sum(1)
-        margin = seq[:n] - seq[n:]
-        loss = -F.logsigmoid(self.beta * margin).mean()
+        loss, margin, delta = dpo_loss(logp, t["ref_logp"], mask, n, self.beta)
         with torch.no_grad():
             metrics = {"kl": float(masked_mean(delta.detach(), mask)),
                        "ratio": float(masked_mean(torch.exp(delta.detach()), mask)),

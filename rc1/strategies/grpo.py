@@ -11,9 +11,37 @@ disabled; a frozen copy with full fine-tuning). beta = strategy.kl_coef.
 
 from __future__ import annotations
 
-from rc1.strategies.common import collate, k3_kl, masked_mean, rollout_and_score
+from typing import Any, NamedTuple
+
+from rc1.strategies.common import clipped_pg_loss, collate, k3_kl, masked_mean, rollout_and_score
 
 ADV_EPS = 1e-4
+
+
+class GRPOLoss(NamedTuple):
+    loss: Any    # scalar: token mean over every action token of the batch of pg + beta * kl
+    pg: Any      # (B, T) clipped policy loss per token
+    kl: Any      # (B, T) k3 KL toward the reference per token (zeros without one)
+    ratio: Any   # (B, T) pi / pi_old per token
+
+
+def grpo_advantages(rewards, group_size: int, eps: float = ADV_EPS):
+    """(r - mean(group)) / (std(group) + eps) per group of `group_size` consecutive rewards (unbiased std)."""
+    g = rewards.view(-1, group_size)
+    return ((g - g.mean(1, keepdim=True)) / (g.std(1, keepdim=True) + eps)).view(-1)
+
+
+def grpo_token_loss(logp, old_logp, advantages, mask, clip: float, beta: float = 0.0, ref_logp=None) -> GRPOLoss:
+    """GRPO's loss on per-token log-probs (B, T), one advantage per sequence (B,), action mask (B, T).
+
+    Normalised by the number of action tokens in the whole (micro-)batch, as TRL's loss_type "bnpo"
+    (and "dapo" when a generation batch is one micro-batch); TRL's "grpo" averages each sequence over
+    its own tokens first, "dr_grpo" divides the token sum by B * max_completion_length."""
+    import torch
+
+    pg, ratio = clipped_pg_loss(logp, old_logp, advantages.unsqueeze(1), clip)
+    kl = k3_kl(logp, ref_logp) if ref_logp is not None else torch.zeros_like(logp)
+    return GRPOLoss(masked_mean(pg + beta * kl, mask), pg, kl, ratio)
 
 
 class GRPOStrategy:
@@ -33,8 +61,7 @@ class GRPOStrategy:
             engine.needs_reference()
 
     def advantages(self, rewards):
-        g = rewards.view(-1, self.group_size)
-        return ((g - g.mean(1, keepdim=True)) / (g.std(1, keepdim=True) + ADV_EPS)).view(-1)
+        return grpo_advantages(rewards, self.group_size)
 
     def on_batch(self, batch: dict) -> dict[str, float]:
         import torch
@@ -59,11 +86,7 @@ class GRPOStrategy:
         old = t.get("old_logp")
         if old is None:
             old = t["old_logp"] = logp.detach()
-        ratio = torch.exp(logp - old)
-        adv = t["advantages"].unsqueeze(1)
-        pg = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - self.clip, 1 + self.clip))
-        kl = k3_kl(logp, t["ref_logp"]) if "ref_logp" in t else torch.zeros_like(logp)
-        loss = masked_mean(pg + self.beta * kl, mask)
+        loss, pg, kl, ratio = grpo_token_loss(logp, old, t["advantages"], mask, self.clip, self.beta, t.get("ref_logp"))
         with torch.no_grad():
             clipped = ((ratio < 1 - self.clip) | (ratio > 1 + self.clip)).float()
             metrics = {"kl": float(masked_mean(kl, mask)), "ratio": float(masked_mean(ratio, mask)),

@@ -14,10 +14,30 @@
 
 from __future__ import annotations
 
-from rc1.strategies.common import collate, masked_mean, rollout_and_score
+from typing import Any, NamedTuple
+
+from rc1.strategies.common import clipped_pg_loss, collate, masked_mean, rollout_and_score
 
 KL_HORIZON = 10000
 KL_CLIP = 0.2
+
+
+class PPOLosses(NamedTuple):
+    loss: Any    # scalar: masked_mean(pg) + vf_coef * masked_mean(vf) (the entropy bonus is the caller's)
+    pg: Any      # (B, T) clipped policy loss per token
+    vf: Any      # (B, T) clipped value loss per token
+    ratio: Any   # (B, T) pi / pi_old per token
+
+
+def ppo_losses(logp, old_logp, advantages, values, old_values, returns, mask, *, clip: float,
+               cliprange_value: float, vf_coef: float) -> PPOLosses:
+    """PPO's clipped policy loss and clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2), token means."""
+    import torch
+
+    pg, ratio = clipped_pg_loss(logp, old_logp, advantages, clip)
+    v_clipped = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
+    vf = 0.5 * torch.maximum((values - returns) ** 2, (v_clipped - returns) ** 2)
+    return PPOLosses(masked_mean(pg, mask) + vf_coef * masked_mean(vf, mask), pg, vf, ratio)
 
 
 class AdaptiveKLController:
@@ -95,13 +115,9 @@ class PPOStrategy:
                              entropy="grad" if s.entropy_coef else True)
         logp, mask = out["logp"], t["action_mask"]
         values = self.values(out["hidden"])
-        ratio = torch.exp(logp - t["old_logp"])
-        adv = t["advantages"]
-        pg = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - self.clip, 1 + self.clip))
-        v_clipped = t["old_values"] + torch.clamp(values - t["old_values"], -s.cliprange_value, s.cliprange_value)
-        vf = 0.5 * torch.maximum((values - t["returns"]) ** 2, (v_clipped - t["returns"]) ** 2)
+        loss, pg, vf, ratio = ppo_losses(logp, t["old_logp"], t["advantages"], values, t["old_values"], t["returns"],
+                                         mask, clip=self.clip, cliprange_value=s.cliprange_value, vf_coef=s.vf_coef)
         ent = out["entropy"]
-        loss = masked_mean(pg, mask) + s.vf_coef * masked_mean(vf, mask)
         if s.entropy_coef:
             loss = loss - s.entropy_coef * masked_mean(ent, mask)
         with torch.no_grad():
