@@ -111,7 +111,8 @@ class TRLEngine:
         from trl import GRPOConfig
 
         loss_type = {"token": "dapo", "sequence": "grpo", "dr_grpo": "dr_grpo"}[s.loss_type]
-        return GRPOConfig(**common, scale_rewards=s.scale_rewards, loss_type=loss_type)
+        # use_bias_correction_kl off: the KL term is beta * k3 as in rc1's own GRPO (rl_math.grpo_token_loss)
+        return GRPOConfig(**common, scale_rewards=s.scale_rewards, loss_type=loss_type, use_bias_correction_kl=False)
 
     def _build_trainer(self):
         from transformers import TrainerCallback

@@ -69,12 +69,9 @@ class DPOStrategy:
             return LossOutput(None, {"kl": None, "ratio": None, "clip_frac": 0.0, "entropy": None})
         out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
         logp, mask, n = out.logp, t["action_mask"], t["n_pairs"]
-        seq = (logp * mask).sum(1)
-        ref = (t["ref_logp"] * mask).sum(1)
-        per_pair, margin = dpo_loss(seq[:n], seq[n:], ref[:n], ref[n:], self.beta)
-        loss = per_pair.mean()
+        loss, margin, delta = dpo_loss(logp, t["ref_logp"], mask, n, self.beta)
         with torch.no_grad():
-            delta = (logp.detach() - t["ref_logp"]) * mask
+            delta = delta.detach()
             metrics = {"kl": float(masked_mean(k3_kl(logp.detach(), t["ref_logp"]), mask)),
                        "ratio": float(masked_mean(torch.exp(delta), mask)),
                        "clip_frac": 0.0,  # DPO has no clipping

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
 from rc1.strategies.common import ScoredRollout, collate, rollout_and_score
-from rc1.strategies.rl_math import aggregate, clipped_pg, grpo_advantages, k3_kl, masked_mean
+from rc1.strategies.rl_math import grpo_advantages, grpo_token_loss, k3_kl, masked_mean
 
 
 class GRPOStrategy:
@@ -69,11 +69,9 @@ class GRPOStrategy:
         old = t.get("old_logp")
         if old is None:
             old = t["old_logp"] = logp.detach()
-        pg, ratio = clipped_pg(logp, old, t["advantages"], self.clip)
-        kl = k3_kl(logp, t["ref_logp"]) if "ref_logp" in t else None
-        per_token = pg + self.beta * kl if (kl is not None and self.beta > 0) else pg
-        s = self.cfg.strategy
-        loss = aggregate(per_token, mask, s.loss_type, self.cfg.model.max_new_tokens)
+        out_loss = grpo_token_loss(logp, old, t["advantages"], mask, self.clip, self.beta, t.get("ref_logp"),
+                                   self.cfg.strategy.loss_type, self.cfg.model.max_new_tokens)
+        loss, pg, kl, ratio = out_loss
         with torch.no_grad():
             clipped = ((ratio < 1 - self.clip) | (ratio > 1 + self.clip)).float()
             metrics = {"kl": None if kl is None else float(masked_mean(kl, mask)),

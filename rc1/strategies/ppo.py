@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
 from rc1.strategies.common import ScoredRollout, collate, rollout_and_score
-from rc1.strategies.rl_math import clipped_pg, clipped_value_loss, gae, k3_kl, masked_mean, whiten
+from rc1.strategies.rl_math import gae, k3_kl, masked_mean, ppo_losses, whiten
 
 VALUE_HEAD = "value_head"
 
@@ -88,10 +88,9 @@ class PPOStrategy:
                              entropy="grad" if s.entropy_coef else True, temperature=self.cfg.model.temperature)
         logp, mask = out.logp, t["action_mask"]
         values = self.values(out.hidden)
-        pg, ratio = clipped_pg(logp, t["old_logp"], t["advantages"], self.clip)
-        vf = clipped_value_loss(values, t["old_values"], t["returns"], s.cliprange_value)
+        loss, pg, vf, ratio = ppo_losses(logp, t["old_logp"], t["advantages"], values, t["old_values"], t["returns"],
+                                         mask, clip=self.clip, cliprange_value=s.cliprange_value, vf_coef=s.vf_coef)
         ent = out.entropy
-        loss = masked_mean(pg, mask) + s.vf_coef * masked_mean(vf, mask)
         if s.entropy_coef:
             loss = loss - s.entropy_coef * masked_mean(ent, mask)
         with torch.no_grad():

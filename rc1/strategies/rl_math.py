@@ -32,7 +32,7 @@ Adaptive KL coefficient (Ziegler et al. 2019):
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 ADV_EPS = 1e-4
 KL_HORIZON = 10000
@@ -54,7 +54,7 @@ def k3_kl(logp, ref_logp):
     return torch.exp(d) - d - 1.0
 
 
-def grpo_advantages(rewards, group_size: int, scale: ScaleRewards = "group", eps: float = ADV_EPS):
+def grpo_advantages(rewards, group_size: int, scale: ScaleRewards = "group", *, eps: float = ADV_EPS):
     """Group-relative advantages of rewards [B] (groups of `group_size` consecutive completions)."""
     g = rewards.view(-1, group_size)
     centred = g - g.mean(1, keepdim=True)
@@ -75,11 +75,11 @@ def rloo_advantages(rewards, group_size: int):
 
 
 def clipped_pg(logp, old_logp, advantages, clip: float):
-    """Per-token clipped surrogate loss and ratio. advantages: [B] (one per sequence) or [B, T]."""
+    """Per-token clipped surrogate loss and ratio. advantages: [B] (one per sequence), [B, 1] or [B, T]."""
     import torch
 
     ratio = torch.exp(logp - old_logp)
-    adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+    adv = advantages.unsqueeze(1) if advantages.dim() == 1 and logp.dim() == 2 else advantages
     loss = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - clip, 1 + clip))
     return loss, ratio
 
@@ -96,6 +96,42 @@ def aggregate(per_token, mask, loss_type: LossType = "token", max_new_tokens: in
             raise ValueError("loss_type dr_grpo needs max_new_tokens")
         return (per_token * mask).sum() / (mask.shape[0] * max_new_tokens)
     raise ValueError(f"loss_type {loss_type!r}: expected token, sequence or dr_grpo")
+
+
+class GRPOLoss(NamedTuple):
+    loss: Any    # scalar: pg + beta * kl, aggregated by loss_type
+    pg: Any      # [B, T] clipped policy loss per token
+    kl: Any      # [B, T] k3 KL toward the reference per token (None without a reference)
+    ratio: Any   # [B, T] pi / pi_old per token
+
+
+def grpo_token_loss(logp, old_logp, advantages, mask, clip: float, beta: float = 0.0, ref_logp=None,
+                    loss_type: LossType = "token", max_new_tokens: int | None = None) -> GRPOLoss:
+    """GRPO's loss on per-token log-probs [B, T], one advantage per sequence [B], action mask [B, T].
+
+    loss_type "token" equals TRL's "bnpo" (and "dapo" when a generation batch is one micro-batch);
+    "sequence" is TRL's "grpo"; "dr_grpo" is TRL's "dr_grpo" (tests/training/test_losses_vs_trl.py).
+    The KL term is beta * k3 without TRL 1.16's importance-ratio factor (use_bias_correction_kl):
+    the same loss value on-policy, a different KL gradient off-policy."""
+    pg, ratio = clipped_pg(logp, old_logp, advantages, clip)
+    kl = k3_kl(logp, ref_logp) if ref_logp is not None else None
+    per_token = pg + beta * kl if (kl is not None and beta > 0) else pg
+    return GRPOLoss(aggregate(per_token, mask, loss_type, max_new_tokens), pg, kl, ratio)
+
+
+class PPOLosses(NamedTuple):
+    loss: Any    # scalar: masked_mean(pg) + vf_coef * masked_mean(vf) (the entropy bonus is the caller's)
+    pg: Any      # [B, T] clipped policy loss per token
+    vf: Any      # [B, T] clipped value loss per token
+    ratio: Any   # [B, T] pi / pi_old per token
+
+
+def ppo_losses(logp, old_logp, advantages, values, old_values, returns, mask, *, clip: float,
+               cliprange_value: float, vf_coef: float) -> PPOLosses:
+    """PPO's clipped policy loss and clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2), token means."""
+    pg, ratio = clipped_pg(logp, old_logp, advantages, clip)
+    vf = clipped_value_loss(values, old_values, returns, cliprange_value)
+    return PPOLosses(masked_mean(pg, mask) + vf_coef * masked_mean(vf, mask), pg, vf, ratio)
 
 
 def gae(rewards, values, mask, gamma: float, lam: float):
@@ -130,12 +166,21 @@ def clipped_value_loss(values, old_values, returns, clip: float):
     return 0.5 * torch.maximum((values - returns) ** 2, (v_clipped - returns) ** 2)
 
 
-def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta: float):
-    """Sigmoid DPO loss per pair from sequence log-probs [N] each; returns (loss [N], margin [N])."""
+class DPOLoss(NamedTuple):
+    loss: Any     # scalar: mean over pairs of -log sigmoid(beta * margin)
+    margin: Any   # [n_pairs] implicit reward margin (log-ratio of chosen minus log-ratio of rejected)
+    delta: Any    # [2 n_pairs, T] masked per-token log pi - log ref
+
+
+def dpo_loss(logp, ref_logp, mask, n_pairs: int, beta: float) -> DPOLoss:
+    """Sigmoid DPO loss; rows 0..n-1 are the chosen episodes, rows n..2n-1 their rejected partners.
+    Sequence log-probs are sums of the per-token log-probs [B, T] over the action mask [B, T]."""
     import torch.nn.functional as F
 
-    margin = (policy_chosen - ref_chosen) - (policy_rejected - ref_rejected)
-    return -F.logsigmoid(beta * margin), margin
+    delta = (logp - ref_logp) * mask
+    seq = delta.sum(1)
+    margin = seq[:n_pairs] - seq[n_pairs:]
+    return DPOLoss(-F.logsigmoid(beta * margin).mean(), margin, delta)
 
 
 class AdaptiveKLController:

@@ -7,7 +7,7 @@ import json
 from rc1.config.load import load_train_config
 from rc1.training.base import make_recipe, read_training_end
 from rc1.runtime.workspace import Workspace
-from tests.training.conftest import make_workspace
+from tests.helpers.workspace import make_workspace
 
 
 def test_eval_shadow_and_early_stop(tmp_path, tiny_model_dir):

@@ -12,7 +12,7 @@ from rc1.gates.base import GateContext
 from rc1.runtime.fingerprint import register_artifact
 from rc1.runtime.workspace import Workspace
 from rc1.training.signal import REPORT, measure, signal_identity
-from tests.training.conftest import make_workspace
+from tests.helpers.workspace import make_workspace
 
 
 def _ctx(ws, conf):

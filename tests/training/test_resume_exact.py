@@ -11,7 +11,7 @@ from rc1.config.load import load_train_config
 from rc1.training.base import make_recipe
 from rc1.runtime.checkpoint import read_latest
 from rc1.runtime.workspace import Workspace
-from tests.training.conftest import make_workspace
+from tests.helpers.workspace import make_workspace
 
 
 class StopAt:

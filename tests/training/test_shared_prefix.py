@@ -8,7 +8,7 @@ import torch
 from rc1.config.load import load_train_config
 from rc1.engines.pure_pt import PurePTEngine, shared_prefix_plan
 from rc1.runtime.workspace import Workspace
-from tests.training.conftest import make_workspace
+from tests.helpers.workspace import make_workspace
 
 
 def _batch(engine, prompts, completions):
