@@ -131,7 +131,7 @@ class EngineSection(Strict):
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     clip_coef: float = Field(0.2, gt=0)
     max_grad_norm: float = Field(1.0, gt=0)
-    target_kl: float | None = Field(None, gt=0)
+    target_kl: float | None = Field(None, gt=0, description="alias of the top-level target_kl (same units)")
 
 
 class StrategySection(Strict):
@@ -155,6 +155,15 @@ class StrategySection(Strict):
     dpo_beta: float = Field(0.1, gt=0)
     entropy_coef: float = Field(0.0, ge=0)
     max_turns: int | None = Field(None, ge=1, le=16, description="turn limit of training episodes (None = each item's max_turns)")
+    multi_turn: Literal["auto", "concat", "split_turns"] = Field(
+        "auto", description="multi-turn episodes: one sample generated from the concatenated turns, or one sample "
+                            "per model turn generated from the chat template's rendering (split_turns, for templates "
+                            "that rewrite history like Qwen3's); auto = split_turns exactly when the template "
+                            "rewrites history (rc1.envs.env)")
+    importance_sampling_cap: float | None = Field(
+        2.0, ge=1, description="C of the truncated importance-sampling correction min(pi_old / pi_sampler, C) applied "
+                               "when the sampler's numerics differ from the trainer's (a bf16 sampling copy); "
+                               "null = off (sampler_mismatch_kl is logged either way)")
 
 
 class PenaltySection(Strict):
@@ -376,7 +385,9 @@ class TrainConfig(Strict):
     base_model: str | None = Field(None, description="alias of model.base (seeds); must agree when both given")
     datasets: DatasetsSection = Field(default_factory=DatasetsSection)
     steps: int | None = Field(None, ge=1, description="planned total steps of the run (gate: >= 50000 in production)")
-    target_kl: float | None = Field(None, gt=0)
+    target_kl: float | None = Field(
+        None, gt=0, description="per-token KL(pi || ref) to hold, in nats: the k3 estimate averaged over action "
+                                "tokens (not summed per sequence), as every strategy logs `kl`")
     seeds: list[int] | None = Field(
         None, min_length=1, description="training seeds, one training run each (`rc1 train --seed-index i`); "
                                         "run.seed is seeds[0]. Default: [run.seed]")
@@ -403,8 +414,18 @@ class TrainConfig(Strict):
         why = registry.engine_strategy_error(self.engine.name, self.strategy.name)
         if why:
             raise ValueError(f"engine: {why}")
+        why = registry.engine_settings_error(self.engine.name, multi_turn=self.strategy.multi_turn,
+                                             target_kl=self.effective_target_kl, kl_control=self.monitor.kl_control,
+                                             kl_coef=self.strategy.kl_coef, top_p=self.model.top_p,
+                                             epochs=self.strategy.ppo_epochs,
+                                             gradient_accumulation=self.run.gradient_accumulation)
+        if why:
+            raise ValueError(f"engine: {why}")
         if self.base_model is not None and self.base_model != self.model.base:
             raise ValueError(f"base_model {self.base_model!r} disagrees with model.base {self.model.base!r}")
+        if self.data.max_length <= self.model.max_new_tokens:
+            raise ValueError(f"data.max_length ({self.data.max_length}) must exceed model.max_new_tokens "
+                             f"({self.model.max_new_tokens}): a turn's prompt and its completion share it")
         if self.steps is not None and self.run.max_steps > self.steps:
             raise ValueError(f"run.max_steps ({self.run.max_steps}) exceeds steps ({self.steps})")
         if self.target_kl is not None and self.engine.target_kl is not None and self.target_kl != self.engine.target_kl:

@@ -8,8 +8,9 @@
   (`epochs`, PPO's ppo_epochs) the recipe runs over them, the scored rollout (None for SFT) and the
   rollout metrics. Like torchtune's `Trajectory`/`PPOStats` (torchtune/rlhf/_types.py).
 - `Policy`: exactly what a strategy may call on the engine: roll out, forward (log-probs, entropy,
-  hidden states; policy or reference), move tensors to the device, ask for a reference policy, add a
-  trainable module (PPO's value head). Nothing else of the engine is a strategy's business.
+  hidden states; policy or reference; under the sampling distribution: temperature and top-p), move
+  tensors to the device, ask for a reference policy, add a trainable module (PPO's value head), and
+  whether its sampler's numerics differ from forward's. Nothing else of the engine is a strategy's business.
 - `Engine`: what the recipe calls. The recipe owns the loop: it runs `plan.epochs` passes of
   `backward` and steps the optimizer at the end of each gradient-accumulation window (and after each
   extra epoch), as torchtune's recipes/ppo_full_finetune_single_device.py does.
@@ -69,12 +70,13 @@ class Policy(Protocol):
 
     tokenizer: Any
     hidden_size: int
+    sampler_differs: bool   # rollouts sampled with other numerics than forward's (a bf16 copy, an inference engine)
 
     def rollout(self, items: list[dict], num_generations: int, *, seed: int, greedy: bool = False,
                 max_new_tokens: int | None = None) -> "list[Episode]": ...
 
     def forward(self, input_ids, attention_mask, *, positions=None, reference: bool = False, hidden: bool = False,
-                entropy: bool | str = False) -> ForwardOutput: ...
+                entropy: bool | str = False, temperature: float = 1.0, top_p: float = 1.0) -> ForwardOutput: ...
 
     def to_device(self, obj: Any) -> Any: ...
 

@@ -24,6 +24,7 @@ import math
 from typing import Any, Callable
 
 from rc1.engines.contract import ForwardOutput, StepPlan
+from rc1.envs.sampling import sampling_logits
 from rc1.runtime.checkpoint import (ADAPTER_FILE, KEY_EXTRA_MODULES, KEY_OPTIMIZER, KEY_PENDING_GRADS,
                                     KEY_SCALER, KEY_SCHEDULER, KEY_WEIGHTS, KEY_WEIGHTS_FILE, MODEL_FILE)
 from rc1.runtime.device import dtype_for, get_device, memory_used_mb, to_device
@@ -190,13 +191,15 @@ class PurePTEngine:
         return model.get_base_model() if hasattr(model, "get_base_model") else model
 
     def forward(self, input_ids, attention_mask, *, positions=None, reference: bool = False, hidden: bool = False,
-                entropy: bool | str = False, temperature: float = 1.0) -> ForwardOutput:
+                entropy: bool | str = False, temperature: float = 1.0, top_p: float = 1.0) -> ForwardOutput:
         """Per-token log-probs of input_ids[:, 1:] (shape [B, T-1]) and optionally entropy / hidden states.
 
         `positions` ([B, T-1], the shifted action mask): the vocabulary projection runs only where it
         is non-zero (the generated tokens) and log-probs / entropy are 0 elsewhere. Prompts are long
         and completions short, so this skips most of the lm_head work and its [tokens x vocab] memory.
-        `temperature`: log-probs under softmax(logits / temperature), the distribution the sampler drew from.
+        `temperature`, `top_p`: log-probs (and entropy) under the distribution the sampler drew from:
+        softmax(logits / temperature) over the top-p nucleus, computed by rc1.envs.sampling as the sampler
+        does (a scored token outside this model's nucleus stays in the support; see there).
         """
         import torch
 
@@ -210,7 +213,8 @@ class PurePTEngine:
         with ctx, self.autocast():
             sel = (positions > 0) if positions is not None else torch.ones(
                 (input_ids.shape[0], input_ids.shape[1] - 1), dtype=torch.bool, device=input_ids.device)
-            plan = None if hidden else shared_prefix_plan(input_ids, attention_mask, sel)
+            # the shared-prompt path needs a KV cache, which activation checkpointing drops in training mode
+            plan = None if hidden or _checkpointing(lm) else shared_prefix_plan(input_ids, attention_mask, sel)
             if plan is not None:
                 h_sel = self._shared_prefix_hidden(lm, input_ids, attention_mask, sel, plan)
                 h = None
@@ -219,10 +223,9 @@ class PurePTEngine:
                 h = out.last_hidden_state[:, :-1]
                 h_sel = h[sel]
             logits = lm.get_output_embeddings()(h_sel).float()
-        if temperature != 1.0:
-            logits = logits / temperature
         shape = sel.shape
         targets = input_ids[:, 1:][sel]
+        logits = sampling_logits(logits, temperature, top_p, keep=targets)
         logz = torch.logsumexp(logits, dim=-1)
         logp = torch.zeros(shape, dtype=torch.float32, device=input_ids.device)
         logp = logp.masked_scatter(sel, logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz)
@@ -230,7 +233,8 @@ class PurePTEngine:
         if entropy:  # entropy="grad" keeps it differentiable (an entropy bonus in the loss)
             with torch.no_grad() if entropy != "grad" else contextlib.nullcontext():
                 probs = torch.softmax(logits, dim=-1)
-                ent = torch.zeros_like(logp).masked_scatter(sel, logz - (probs * logits).sum(-1))
+                finite = logits.clamp(min=torch.finfo(logits.dtype).min)  # -inf outside the nucleus: p = 0 there
+                ent = torch.zeros_like(logp).masked_scatter(sel, logz - (probs * finite).sum(-1))
         return ForwardOutput(logp, ent, h.float() if hidden else None)
 
     def _shared_prefix_hidden(self, lm, input_ids, attention_mask, sel, plan):
@@ -290,10 +294,21 @@ class PurePTEngine:
                     model, self.tokenizer, items, num_generations=num_generations,
                     max_new_tokens=max_new_tokens or m.max_new_tokens, temperature=m.temperature, top_p=m.top_p,
                     greedy=greedy, seed=seed, batch_size=max(1, len(items) * num_generations),
-                    max_length=self.cfg.data.max_length, max_turns=self.cfg.strategy.max_turns)
+                    max_length=self.cfg.data.max_length, max_turns=self.cfg.strategy.max_turns,
+                    multi_turn=self.cfg.strategy.multi_turn)
         finally:
             self.model.train(was_training)
         return episodes
+
+    @property
+    def sampler_differs(self) -> bool:
+        """True when rollouts are sampled with other numerics than the training forward's: on a CPU with
+        bf16 autocast they come from a bf16 COPY of the policy (generation_model), whose log-probs differ
+        from the fp32-master autocast forward's. Strategies then correct for it (truncated importance
+        sampling, rc1.strategies.rl_math.truncated_is_weight)."""
+        import torch
+
+        return bool(self.use_amp and self.device.type == "cpu" and self.amp_dtype == torch.bfloat16)
 
     def generation_model(self):
         """(model to sample from, whether to autocast). On a CPU with bf16 autocast, a bf16 copy of the
@@ -301,7 +316,7 @@ class PurePTEngine:
         at every decoded token, which made sampling slower than plain fp32; the copy is ~1.7x faster."""
         import torch
 
-        if not (self.use_amp and self.device.type == "cpu" and self.amp_dtype == torch.bfloat16):
+        if not self.sampler_differs:
             return self.model, True
         if self._gen_model is None:
             self._gen_model = copy.deepcopy(self.model).to(torch.bfloat16).eval()
@@ -410,6 +425,14 @@ class PurePTEngine:
         if pending:
             for p, g in zip(self.trainable_parameters(), pending):
                 p.grad = None if g is None else to_device(g, p.device).to(p.dtype)
+
+
+def _checkpointing(lm) -> bool:
+    """True when `lm` recomputes activations in backward now (training mode with checkpointing on): its
+    layers then refuse a KV cache."""
+    flag = getattr(type(lm), "is_activation_checkpointing", None)
+    on = lm.is_activation_checkpointing if flag is not None else getattr(lm, "is_gradient_checkpointing", False)
+    return bool(lm.training and on)
 
 
 def disable_dropout(model) -> int:

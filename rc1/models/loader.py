@@ -253,6 +253,12 @@ def load_model(cfg: "TrainConfig", *, device, dtype=None, for_training: bool = F
                         plan.trimmed, cfg.model.lora.max_trainable_params, plan.trainable_params, plan.targets)
         if quantized:
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+            # bitsandbytes repacks a 4-bit layer for AVX512-BF16 inference the first time it runs in eval mode
+            # on a CPU (every rollout) and never unpacks it; the repacked matmul has no backward, so gradients
+            # through the frozen base would be dropped from then on. A model that trains keeps the plain layout.
+            for m in model.modules():
+                if hasattr(m, "support_avx512bf16_for_cpu"):
+                    m.support_avx512bf16_for_cpu = False
             if cfg.model.gradient_checkpointing:
                 _enable_checkpointing(model)
         lcfg = LoraConfig(r=cfg.model.lora.r, lora_alpha=cfg.model.lora.alpha, lora_dropout=cfg.model.lora.dropout,

@@ -118,30 +118,60 @@ def _std(xs: list[float]) -> float:
     return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
 
 
+def sampler_metrics(sample_logp, old_logp, mask, is_weight=None) -> dict[str, float]:
+    """How far the sampler's numerics are from the trainer's (none when the rows carry no sampler log-probs):
+    `sampler_mismatch_kl`, k3 KL(pi_sampler || pi_old) in nats/token (tokens were drawn by the sampler), and,
+    when the truncated importance-sampling correction is on, its weights' mean and the share it capped."""
+    from rc1.strategies.rl_math import k3_kl, masked_mean
+
+    if sample_logp is None:
+        return {}
+    out = {"sampler_mismatch_kl": float(masked_mean(k3_kl(sample_logp, old_logp), mask))}
+    if is_weight is not None:
+        raw = (old_logp - sample_logp).exp()
+        out["sampler/is_weight_mean"] = float(masked_mean(is_weight, mask))
+        out["sampler/is_capped_frac"] = float(masked_mean((raw > is_weight).float(), mask))
+    return out
+
+
+def sampling_kwargs(cfg) -> dict:
+    """The sampling distribution's settings, which `Policy.forward` must score sampled tokens under."""
+    return {"temperature": cfg.model.temperature, "top_p": cfg.model.top_p}
+
+
 def collate(policy: Policy, episodes: list[Any]) -> dict:
-    """Right-padded input_ids / attention_mask / action_mask tensors on the policy's device; with
-    `sample_logp` (the log-probs the sampler gave each generated token) when every episode has them."""
+    """Right-padded input_ids / attention_mask / action_mask tensors on the policy's device, one row per
+    training sample: an episode's samples (`Episode.training_samples()`: its split turns, else the whole
+    episode; objects without that method are one sample). `episode` maps each row to its episode's index
+    in `episodes` (rows of an episode consecutive, in turn order). With `sample_logp` (the log-probs the
+    sampler gave each generated token) when every sample has them."""
     import torch
 
+    samples, owner = [], []
+    for e, ep in enumerate(episodes):
+        rows = ep.training_samples() if hasattr(ep, "training_samples") else [ep]
+        samples += rows
+        owner += [e] * len(rows)
     pad = policy.tokenizer.pad_token_id
     if pad is None:
         pad = policy.tokenizer.eos_token_id
-    T = max(len(ep.input_ids) for ep in episodes)
-    B = len(episodes)
+    T = max(len(s.input_ids) for s in samples)
+    B = len(samples)
     ids = torch.full((B, T), int(pad), dtype=torch.long)
     attn = torch.zeros((B, T), dtype=torch.long)
     act = torch.zeros((B, T), dtype=torch.float32)
-    with_lp = all(len(getattr(ep, "logprobs", None) or []) == sum(ep.action_mask) for ep in episodes)
+    with_lp = all(len(getattr(s, "logprobs", None) or []) == sum(s.action_mask) for s in samples)
     slp = torch.zeros((B, T), dtype=torch.float32)
-    for i, ep in enumerate(episodes):
-        n = len(ep.input_ids)
-        ids[i, :n] = torch.tensor(ep.input_ids, dtype=torch.long)
+    for i, s in enumerate(samples):
+        n = len(s.input_ids)
+        ids[i, :n] = torch.tensor(s.input_ids, dtype=torch.long)
         attn[i, :n] = 1
-        act[i, :n] = torch.tensor(ep.action_mask, dtype=torch.float32)
-        if with_lp and ep.logprobs:
-            slp[i, :n][act[i, :n] > 0] = torch.tensor(ep.logprobs, dtype=torch.float32)
+        act[i, :n] = torch.tensor(s.action_mask, dtype=torch.float32)
+        if with_lp and s.logprobs:
+            slp[i, :n][act[i, :n] > 0] = torch.tensor(s.logprobs, dtype=torch.float32)
     # log-probs are over input_ids[:, 1:], so the per-token tensors are shifted the same way
-    out = {"input_ids": ids, "attention_mask": attn, "action_mask": act[:, 1:]}
+    out = {"input_ids": ids, "attention_mask": attn, "action_mask": act[:, 1:],
+           "episode": torch.tensor(owner, dtype=torch.long)}
     if with_lp:
         out["sample_logp"] = slp[:, 1:]
     return policy.to_device(out)

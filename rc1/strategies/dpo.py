@@ -5,15 +5,18 @@ episode is `chosen`, the lowest `rejected` (a group whose rewards are all equal 
 
     loss = -log sigmoid(beta * ((log pi(c) - log ref(c)) - (log pi(r) - log ref(r))))
 
-with sequence log-probs summed over action tokens and beta = strategy.dpo_beta. A batch without
-any pair contributes no gradient (its micro-step still counts toward accumulation). The logged
-`kl` is the per-token k3 KL(pi || ref) over the pairs' action tokens, as for every strategy.
+with sequence log-probs summed over action tokens (over all of an episode's rows when it was split into
+turns) and beta = strategy.dpo_beta. Log-probs, the reference's too, are scored under the sampling
+distribution (model.temperature, model.top_p), as online DPO does (TRL's OnlineDPOTrainer divides by
+the temperature). A batch without any pair contributes no gradient (its micro-step still counts toward
+accumulation). The logged `kl` is the per-token k3 KL(pi || ref) over the pairs' action tokens, as for
+every strategy; `sampler_mismatch_kl` as for GRPO (DPO's loss has no per-token term to reweight).
 """
 
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import ScoredRollout, collate, rollout_and_score
+from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
 from rc1.strategies.rl_math import dpo_loss, k3_kl, masked_mean
 
 PAIR_MIN_GAP = 1e-6
@@ -58,7 +61,7 @@ class DPOStrategy:
         t = collate(self.policy, [ro.episodes[i] for i in order])
         with torch.no_grad():
             t["ref_logp"] = self.policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"],
-                                                reference=True).logp
+                                                reference=True, **sampling_kwargs(self.cfg)).logp
         t["n_pairs"] = len(pairs)
         return StepPlan(tensors=t, loss_fn=self.loss, rollout=ro, metrics=metrics)
 
@@ -67,16 +70,18 @@ class DPOStrategy:
 
         if not t:
             return LossOutput(None, {"kl": None, "ratio": None, "clip_frac": 0.0, "entropy": None})
-        out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
+        out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True,
+                             **sampling_kwargs(self.cfg))
         logp, mask, n = out.logp, t["action_mask"], t["n_pairs"]
-        loss, margin, delta = dpo_loss(logp, t["ref_logp"], mask, n, self.beta)
-        with torch.no_grad():
+        loss, margin, delta = dpo_loss(logp, t["ref_logp"], mask, n, self.beta, episode=t["episode"])
+        with torch.no_grad():  # episodes 0..n-1 chosen, n..2n-1 rejected
             delta = delta.detach()
             metrics = {"kl": float(masked_mean(k3_kl(logp.detach(), t["ref_logp"]), mask)),
                        "ratio": float(masked_mean(torch.exp(delta), mask)),
                        "clip_frac": 0.0,  # DPO has no clipping
                        "entropy": float(masked_mean(out.entropy, mask)),
                        "dpo/margin": float(margin.mean()), "dpo/accuracy": float((margin > 0).float().mean())}
+            metrics.update(sampler_metrics(t.get("sample_logp"), logp.detach(), mask))
         return LossOutput(loss, metrics)
 
     def state_dict(self) -> dict:

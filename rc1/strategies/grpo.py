@@ -10,14 +10,22 @@ that generated the rollouts (one update per batch, as in TRL's default), so its 
 detached current ones. The reference is the base model (LoRA adapters disabled; a frozen copy with
 full fine-tuning); it is used when beta > 0, or when `target_kl` is set (to measure the KL).
 beta = strategy.kl_coef, adapted toward target_kl by rc1.training.kl when kl_control is adaptive.
-Log-probs use the sampling temperature (model.temperature), as the sampler did.
+
+Log-probs are scored under the sampling distribution (model.temperature, model.top_p), as the sampler
+drew the tokens. When the sampler's numerics differ from the trainer's (`Policy.sampler_differs`: a
+bf16 sampling copy) each token's policy-gradient term is weighted by min(pi_old / pi_sampler, C),
+C = strategy.importance_sampling_cap (None: off); `sampler_mismatch_kl` is logged whenever the
+episodes carry the sampler's log-probs (rc1.strategies.rl_math).
+
+A split multi-turn episode (rc1.envs.env) is several rows, one per model turn; each row gets its
+episode's advantage.
 """
 
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import ScoredRollout, collate, rollout_and_score
-from rc1.strategies.rl_math import grpo_advantages, grpo_token_loss, k3_kl, masked_mean
+from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
+from rc1.strategies.rl_math import grpo_advantages, grpo_token_loss, masked_mean, truncated_is_weight
 
 
 class GRPOStrategy:
@@ -31,17 +39,19 @@ class GRPOStrategy:
         self.clip = cfg.engine.clip_coef
         self.measure_kl = self.beta > 0 or cfg.effective_target_kl is not None
         self.policy: Policy | None = None
+        self.is_cap: float | None = None
 
     def attach(self, policy: Policy) -> None:
         self.policy = policy
         if self.measure_kl:
             policy.use_reference()
+        self.is_cap = self.cfg.strategy.importance_sampling_cap if policy.sampler_differs else None
 
     def advantages(self, rewards):
         return grpo_advantages(rewards, self.group_size, self.cfg.strategy.scale_rewards)
 
     def forward_kwargs(self) -> dict:
-        return {"temperature": self.cfg.model.temperature}
+        return sampling_kwargs(self.cfg)
 
     def rollout(self, batch: Batch) -> ScoredRollout:
         return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
@@ -52,7 +62,7 @@ class GRPOStrategy:
         tensors = collate(self.policy, ro.episodes)
         adv = self.advantages(torch.tensor(ro.rewards, dtype=torch.float32))
         adv = adv * torch.tensor(ro.advantage_scales, dtype=torch.float32)
-        tensors["advantages"] = self.policy.to_device(adv)
+        tensors["advantages"] = self.policy.to_device(adv)[tensors["episode"]]  # one per row
         if self.measure_kl:
             with torch.no_grad():
                 tensors["ref_logp"] = self.policy.forward(tensors["input_ids"], tensors["attention_mask"],
@@ -69,9 +79,12 @@ class GRPOStrategy:
         old = t.get("old_logp")
         if old is None:
             old = t["old_logp"] = logp.detach()
-        out_loss = grpo_token_loss(logp, old, t["advantages"], mask, self.clip, self.beta, t.get("ref_logp"),
-                                   self.cfg.strategy.loss_type, self.cfg.model.max_new_tokens)
-        loss, pg, kl, ratio = out_loss
+        is_weight = None
+        if "sample_logp" in t and self.is_cap is not None:
+            is_weight = truncated_is_weight(old, t["sample_logp"], self.is_cap)
+        loss, pg, kl, ratio = grpo_token_loss(logp, old, t["advantages"], mask, self.clip, self.beta, t.get("ref_logp"),
+                                              self.cfg.strategy.loss_type, self.cfg.model.max_new_tokens,
+                                              is_weight=is_weight, episode=t["episode"])
         with torch.no_grad():
             clipped = ((ratio < 1 - self.clip) | (ratio > 1 + self.clip)).float()
             metrics = {"kl": None if kl is None else float(masked_mean(kl, mask)),
@@ -79,8 +92,7 @@ class GRPOStrategy:
                        "clip_frac": float(masked_mean(clipped, mask)),
                        "entropy": float(masked_mean(out.entropy, mask)),
                        "pg_loss": float(masked_mean(pg, mask))}
-            if "sample_logp" in t:  # sampler vs trainer numerics (a bf16 sampling copy): k3 KL, in nats/token
-                metrics["sampler_mismatch_kl"] = float(masked_mean(k3_kl(old, t["sample_logp"]), mask))
+            metrics.update(sampler_metrics(t.get("sample_logp"), old, mask, is_weight))
         return LossOutput(loss, metrics)
 
     def set_kl_coef(self, value: float) -> None:

@@ -14,13 +14,20 @@
   strategy logs and `target_kl` is compared with). The coefficient kl_coef of the reward penalty is
   adapted toward target_kl by the recipe (rc1.training.monitor.KLControl), as for every strategy.
   `policy_kl` is k3 KL(pi_old || pi): how far the epochs moved the policy from the one that sampled.
+- Sampling: log-probs are scored under the sampling distribution (model.temperature, model.top_p). When
+  the sampler's numerics differ from the trainer's (`Policy.sampler_differs`: a bf16 sampling copy) the
+  policy-gradient term of each token is weighted by min(pi_old / pi_sampler, importance_sampling_cap);
+  `sampler_mismatch_kl` is logged whenever the episodes carry the sampler's log-probs.
+- A split multi-turn episode (rc1.envs.env) is one row per model turn; GAE runs across its rows in order
+  and its reward sits on the last action token of its last row.
 """
 
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import ScoredRollout, collate, rollout_and_score
-from rc1.strategies.rl_math import gae, k3_kl, masked_mean, ppo_losses, whiten
+from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
+from rc1.strategies.rl_math import (gae, k3_kl, masked_mean, ppo_losses, truncated_is_weight,
+                                   whiten)
 
 VALUE_HEAD = "value_head"
 
@@ -37,12 +44,14 @@ class PPOStrategy:
         self.kl_coef = s.kl_coef
         self.policy: Policy | None = None
         self.value_head = None
+        self.is_cap: float | None = None
 
     def attach(self, policy: Policy) -> None:
         import torch
 
         self.policy = policy
         policy.use_reference()
+        self.is_cap = self.cfg.strategy.importance_sampling_cap if policy.sampler_differs else None
         hidden = policy.hidden_size
         head = torch.nn.Linear(hidden, 1)
         torch.nn.init.normal_(head.weight, std=1.0 / (hidden + 1) ** 0.5)
@@ -59,9 +68,9 @@ class PPOStrategy:
         import torch
 
         s = self.cfg.strategy
-        kw = {"temperature": self.cfg.model.temperature}
+        kw = sampling_kwargs(self.cfg)
         t = collate(self.policy, ro.episodes)
-        mask = t["action_mask"]
+        mask, episode = t["action_mask"], t["episode"]
         with torch.no_grad():
             cur = self.policy.forward(t["input_ids"], t["attention_mask"], positions=mask, hidden=True, **kw)
             ref = self.policy.forward(t["input_ids"], t["attention_mask"], positions=mask, reference=True, **kw).logp
@@ -69,13 +78,18 @@ class PPOStrategy:
             kl_tok = (old_logp - ref) * mask
             token_rewards = -self.kl_coef * kl_tok
             last = (mask * torch.arange(mask.shape[1], device=mask.device)).argmax(1)
-            scores = self.policy.to_device(torch.tensor(ro.rewards, dtype=torch.float32))
-            has_action = mask.sum(1) > 0
+            scores = self.policy.to_device(torch.tensor(ro.rewards, dtype=torch.float32))[episode]
+            # the episode's reward on its last action token: the last row of each episode that has one
+            ends = torch.ones_like(episode, dtype=torch.bool)
+            ends[:-1] = episode[1:] != episode[:-1]
+            has_action = (mask.sum(1) > 0) & ends
             token_rewards[torch.arange(len(last)), last] += torch.where(has_action, scores, torch.zeros_like(scores))
-            adv, returns = gae(token_rewards, old_values, mask, s.gamma, s.gae_lambda)
-            scale = self.policy.to_device(torch.tensor(ro.advantage_scales, dtype=torch.float32))
+            adv, returns = gae(token_rewards, old_values, mask, s.gamma, s.gae_lambda, episode=episode)
+            scale = self.policy.to_device(torch.tensor(ro.advantage_scales, dtype=torch.float32))[episode]
             adv = whiten(adv, mask) * scale.unsqueeze(1)
             ref_kl = float(masked_mean(k3_kl(old_logp, ref), mask))
+            if "sample_logp" in t and self.is_cap is not None:
+                t["is_weight"] = truncated_is_weight(old_logp, t["sample_logp"], self.is_cap)
         t.update(old_logp=old_logp, old_values=old_values, advantages=adv, returns=returns, ref_logp=ref)
         return StepPlan(tensors=t, loss_fn=self.loss, epochs=s.ppo_epochs, rollout=ro,
                         metrics={**ro.stats, "kl_coef": self.kl_coef, "rollout_kl": ref_kl})
@@ -85,11 +99,12 @@ class PPOStrategy:
 
         s = self.cfg.strategy
         out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], hidden=True,
-                             entropy="grad" if s.entropy_coef else True, temperature=self.cfg.model.temperature)
+                             entropy="grad" if s.entropy_coef else True, **sampling_kwargs(self.cfg))
         logp, mask = out.logp, t["action_mask"]
         values = self.values(out.hidden)
         loss, pg, vf, ratio = ppo_losses(logp, t["old_logp"], t["advantages"], values, t["old_values"], t["returns"],
-                                         mask, clip=self.clip, cliprange_value=s.cliprange_value, vf_coef=s.vf_coef)
+                                         mask, clip=self.clip, cliprange_value=s.cliprange_value, vf_coef=s.vf_coef,
+                                         is_weight=t.get("is_weight"))
         ent = out.entropy
         if s.entropy_coef:
             loss = loss - s.entropy_coef * masked_mean(ent, mask)
@@ -102,6 +117,7 @@ class PPOStrategy:
                        "clip_frac": float(masked_mean(clipped, mask)), "entropy": float(masked_mean(ent.detach(), mask)),
                        "pg_loss": float(masked_mean(pg, mask)), "vf_loss": float(masked_mean(vf, mask)),
                        "value_mean": float(masked_mean(values.detach(), mask))}
+            metrics.update(sampler_metrics(t.get("sample_logp"), t["old_logp"], mask, t.get("is_weight")))
         return LossOutput(loss, metrics)
 
     def set_kl_coef(self, value: float) -> None:

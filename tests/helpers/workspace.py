@@ -1,6 +1,5 @@
-"""A tiny training workspace: arithmetic items, reward weights, a gates config and configs/run.yaml.
-
-Plain module (tests import it directly); tests/training/conftest.py re-exports it for older imports."""
+"""Training-test workspaces: a tiny Qwen3 model directory built offline, and a workspace with data, weights
+and configs/run.yaml (rc1 training tests start from these)."""
 
 from __future__ import annotations
 
@@ -8,23 +7,38 @@ import json
 from pathlib import Path
 
 from tests.helpers.configs import gates_yaml
+from tests.helpers.items import arithmetic_items
 
 WEIGHTS = {"correctness": 0.45, "reasoning": 0.12, "grounding": 0.12, "clarity": 0.07, "conciseness": 0.06,
            "format": 0.08, "clarification": 0.10}
 
 
-def arithmetic_items(n: int, start: int = 0, prefix: str = "t") -> list[dict]:
-    out = []
-    for i in range(start, start + n):
-        a, b = 2 + i % 7, 3 + (i * 5) % 11
-        q = f"What is {a} + {b}?"
-        out.append({
-            "id": f"{prefix}{i:04d}", "task": "gsm8k", "template": "gsm8k/t01", "role": "student", "style": "plain",
-            "messages": [{"role": "user", "content": q}], "question": q, "answer": str(a + b), "aliases": [],
-            "supporting": [f"{a} plus {b} is {a + b}."], "corpus": [], "needs_clarification": False,
-            "hidden_detail": None, "tools": ["calc"], "max_turns": 2, "meta": {},
-            "bucket": ("easy", "medium", "hard")[i % 3]})
-    return out
+def build_tiny_model_dir(out: Path) -> None:
+    """A 2-layer Qwen3 with a byte-level BPE tokenizer trained on a few strings, and a Qwen3-style template."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    from rc1.envs.protocol import system_prompt
+    from rc1.models.tiny import QWEN3_STYLE_TEMPLATE
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = [system_prompt(), "ANSWER: 42", "TOOL: calc 3+4", "What is 7 + 8? The answer is 15."] + [
+        f"What is {a} + {b}? {a + b}" for a in range(12) for b in range(14)]
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   padding_side="left")
+    fast.chat_template = QWEN3_STYLE_TEMPLATE
+    fast.save_pretrained(out)
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=1024,
+                      eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, tie_word_embeddings=True)
+    Qwen3ForCausalLM(cfg).save_pretrained(out)
 
 
 def make_workspace(root: Path, model_dir: Path, *, engine: str = "pure_pt", strategy: str = "grpo",
@@ -57,6 +71,8 @@ def make_workspace(root: Path, model_dir: Path, *, engine: str = "pure_pt", stra
         "seed_pool": "data/rollouts/none.jsonl",
         "target_kl": 0.03,
     }
+    if engine == "trl":  # TRL keeps beta fixed inside its trainer: target_kl is held by stopping
+        cfg["monitor"] = {"kl_control": "early_stop"}
     for dotted, value in (extra or {}).items():
         d = cfg
         keys = dotted.split(".")

@@ -16,7 +16,7 @@ from rc1.runtime.workspace import Workspace
 from rc1.training.base import make_recipe, read_training_end
 from rc1.training.monitor import DivergenceMonitor
 from tests.helpers.workspace import arithmetic_items, make_workspace
-from tests.training.test_resume_exact import StopAt, final_weights, losses, run
+from tests.training.test_resume_exact import final_weights, losses, run
 
 
 def _recipe(tmp_path, tiny_model_dir, **opts):
