@@ -13,12 +13,19 @@ start of its first epoch.
 Rollouts go through rc1.envs (batched generation with a KV cache). The reference policy for KL:
 with LoRA the base model with the adapters disabled (no second copy); with full fine-tuning a
 frozen copy made at setup.
+
+Data parallel (a `DataParallel` context from rc1.training.distributed): the model and the extra modules
+sit under one `PolicyModules` root that Accelerate wraps (DDP; FSDP2 or DeepSpeed when sharded) when the
+optimizer is built. Its forward runs a closure: the strategy's loss runs inside it, where DDP sets up
+its gradient hooks (and FSDP2 / DeepSpeed gather their shards), however many sub-modules the loss calls.
+`backward(..., sync=False)` accumulates under `no_sync`; the last micro-step of a window syncs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import logging
 import math
 from typing import Any, Callable
@@ -31,6 +38,7 @@ from rc1.runtime.device import dtype_for, get_device, memory_used_mb, to_device
 log = logging.getLogger("rc1.engine")
 
 RL_STRATEGIES = ("grpo", "rloo", "ppo", "dpo")
+DEEPSPEED = ("deepspeed_zero2", "deepspeed_zero3")
 
 
 def lr_lambda(schedule: str, warmup_steps: int, total_updates: int) -> Callable[[int], float]:
@@ -87,10 +95,16 @@ class PurePTEngine:
 
     name = "pure_pt"
 
-    def __init__(self, ws=None, *, reward_model=None, model_loader=None):
+    def __init__(self, ws=None, *, reward_model=None, model_loader=None, dist=None):
+        from rc1.training.distributed import SingleProcess
+
         self.ws = ws
         self.reward_model = reward_model
         self.model_loader = model_loader or default_model_loader
+        self.dist = dist or SingleProcess()
+        self.wrapped = None          # the Accelerate-prepared PolicyModules (data parallel only)
+        self._inside_wrapper = False
+        self._window_losses = 0      # micro-steps with a loss since the last optimizer step (data parallel)
         self.cfg = None
         self.model = None
         self.tokenizer = None
@@ -107,8 +121,8 @@ class PurePTEngine:
         import torch
 
         self.cfg = cfg
-        self.device = get_device(cfg.run.device_pref)
-        self.amp_dtype = dtype_for(self.device, cfg.run.mixed_precision)
+        self.device = self.dist.device if self.dist.distributed else get_device(cfg.run.device_pref)
+        self.amp_dtype = dtype_for(self.device, cfg.train_precision)
         # Master weights stay fp32; the forward runs under autocast in amp_dtype (on a CPU only when
         # run.mixed_precision asks for bf16 and the CPU has bf16 instructions).
         self.use_amp = self.device.type in ("cuda", "mps", "cpu") and self.amp_dtype != torch.float32
@@ -172,6 +186,33 @@ class PurePTEngine:
         total_updates *= self.cfg.strategy.ppo_epochs if self.cfg.strategy.name == "ppo" else 1
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(e.lr_schedule, e.warmup_steps, total_updates))
+        if self.dist.distributed:
+            self._wrap_data_parallel()
+
+    def _wrap_data_parallel(self) -> None:
+        """Hand the policy's modules (and the optimizer, for the sharding plugins) to Accelerate."""
+        acc = self.dist.accelerator()
+        root = PolicyModules(self.model, self.extra_modules)
+        if self.dist.sharding == "none":
+            self.wrapped = acc.prepare_model(root)
+        else:
+            self.wrapped, self.optimizer = acc.prepare(root, self.optimizer)
+        log.info("engine pure_pt: rank %d/%d wrapped in %s", self.dist.rank, self.dist.world_size,
+                 type(self.wrapped).__name__)
+
+    @property
+    def sharded(self) -> bool:
+        return self.wrapped is not None and self.dist.sharding != "none"
+
+    def _under_wrapper(self, fn: Callable[[], Any]) -> Any:
+        """fn() inside the data-parallel wrapper's forward (directly when there is none, or already inside)."""
+        if self.wrapped is None or self._inside_wrapper:
+            return fn()
+        self._inside_wrapper = True
+        try:
+            return self.wrapped(fn)
+        finally:
+            self._inside_wrapper = False
 
     # ------------------------------------------------------------------ model helpers
     def autocast(self):
@@ -200,6 +241,10 @@ class PurePTEngine:
         """
         import torch
 
+        if self.sharded and not self._inside_wrapper:  # FSDP2 / DeepSpeed gather their shards in the wrapper
+            return self._under_wrapper(lambda: self.forward(input_ids, attention_mask, positions=positions,
+                                                            reference=reference, hidden=hidden, entropy=entropy,
+                                                            temperature=temperature))
         if reference and self.is_peft:
             ctx, model = self.model.disable_adapter(), self.model
         elif reference:
@@ -285,12 +330,16 @@ class PurePTEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.no_grad(), (self.autocast() if amp else contextlib.nullcontext()):
-                episodes = generate_episodes(
+            def generate():
+                return generate_episodes(
                     model, self.tokenizer, items, num_generations=num_generations,
                     max_new_tokens=max_new_tokens or m.max_new_tokens, temperature=m.temperature, top_p=m.top_p,
                     greedy=greedy, seed=seed, batch_size=max(1, len(items) * num_generations),
                     max_length=self.cfg.data.max_length, max_turns=self.cfg.strategy.max_turns)
+
+            with torch.no_grad(), (self.autocast() if amp else contextlib.nullcontext()):
+                # sharded weights are gathered only inside the wrapper; DDP replicas generate directly
+                episodes = self._under_wrapper(generate) if self.sharded else generate()
         finally:
             self.model.train(was_training)
         return episodes
@@ -313,32 +362,64 @@ class PurePTEngine:
         return self._gen_model, False
 
     # ------------------------------------------------------------------ Engine protocol (what the recipe calls)
-    def backward(self, plan: StepPlan, *, scale: float) -> dict[str, float]:
-        """Forward + the plan's loss + backward of loss * scale; the gradients stay until optimizer_step()."""
+    def backward(self, plan: StepPlan, *, scale: float, sync: bool = True) -> dict[str, float]:
+        """Forward + the plan's loss + backward of loss * scale; the gradients stay until optimizer_step().
+
+        Data parallel: `sync=False` accumulates locally (no_sync); the window's last micro-step syncs. A rank
+        whose batch has no loss back-propagates a zero through every parameter, so the ranks' all-reduces
+        still match up."""
         self._ensure_optimizer()
         self.model.train()
-        loss, metrics = plan.loss_fn(self, plan.tensors)
-        metrics = dict(metrics)
-        if loss is not None:
-            scaled = loss * scale
-            if self.scaler is not None:
-                self.scaler.scale(scaled).backward()
-            else:
-                scaled.backward()
-            metrics["loss"] = float(loss.detach())
-        else:
-            metrics.setdefault("loss", None)
+        with self._sync_context(sync):
+            loss, metrics, has_loss = self._under_wrapper(lambda: self._loss(plan))
+            metrics = dict(metrics)
+            if loss is not None:
+                scaled = loss * scale
+                if self.scaler is not None:
+                    self.scaler.scale(scaled).backward()
+                elif self.dist.sharding in DEEPSPEED:
+                    acc = self.dist.accelerator()
+                    acc.gradient_state._set_sync_gradients(sync)  # DeepSpeed steps its optimizer when it syncs
+                    acc.backward(scaled, scale_wrt_gas=False)
+                else:
+                    scaled.backward()
+            metrics["loss"] = float(loss.detach()) if has_loss else None
         metrics["mem_used_mb"] = memory_used_mb(self.device)
         return metrics
+
+    def _loss(self, plan: StepPlan):
+        """(loss, metrics, whether the plan had a loss). Data parallel: a missing loss becomes a zero through
+        every trainable parameter."""
+        loss, metrics = plan.loss_fn(self, plan.tensors)
+        if loss is not None:
+            self._window_losses += 1
+            return loss, metrics, True
+        if self.dist.distributed:
+            loss = sum((p * 0.0).sum() for p in self.trainable_parameters())
+        return loss, metrics, False
+
+    def _sync_context(self, sync: bool):
+        if self.wrapped is None or sync or self.dist.sharding in DEEPSPEED:
+            return contextlib.nullcontext()
+        return self.dist.accelerator().no_sync(self.wrapped)
 
     def optimizer_step(self) -> dict[str, float]:
         import torch
 
         self._ensure_optimizer()
         params = self.trainable_parameters()
+        if self.dist.distributed:
+            # No rank had a loss in this window: one process would have no gradient at all (not zeros), and
+            # AdamW skips a parameter without one; drop the zeros the ranks exchanged.
+            if not any(self.dist.all_gather(self._window_losses)):
+                self.optimizer.zero_grad(set_to_none=True)
+            self._window_losses = 0
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.engine.max_grad_norm)
+        if self.wrapped is not None:
+            grad_norm = self.dist.accelerator().clip_grad_norm_(params, self.cfg.engine.max_grad_norm)
+        else:
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.engine.max_grad_norm)
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -410,6 +491,33 @@ class PurePTEngine:
         if pending:
             for p, g in zip(self.trainable_parameters(), pending):
                 p.grad = None if g is None else to_device(g, p.device).to(p.dtype)
+
+
+@functools.cache
+def _policy_modules_class():
+    import torch
+
+    class PolicyModules(torch.nn.Module):
+        """The model and the extra trainable modules under one root, for DDP / FSDP2 / DeepSpeed to wrap.
+        forward(fn) runs fn(): the engine passes the strategy's loss (or a rollout), so every parameter the
+        loss touches is used inside the wrapper's forward, however many sub-modules it calls."""
+
+        def __init__(self, model, extra_modules: dict):
+            super().__init__()
+            self.model = model
+            self.extras = torch.nn.ModuleDict(extra_modules)
+            # what accelerate's FSDP2 auto-wrap shards one by one (the decoder layers)
+            self._no_split_modules = getattr(model, "_no_split_modules", None) or getattr(
+                getattr(model, "get_base_model", lambda: model)(), "_no_split_modules", None)
+
+        def forward(self, fn):
+            return fn()
+
+    return PolicyModules
+
+
+def PolicyModules(model, extra_modules: dict):  # noqa: N802 - a class built lazily (torch stays un-imported)
+    return _policy_modules_class()(model, extra_modules)
 
 
 def disable_dropout(model) -> int:

@@ -46,9 +46,15 @@ def read_pid_file(ws: Workspace) -> dict | None:
         return None
 
 
-def write_pid_file(ws: Workspace, *, config: str | None, argv: list[str], run_dir: str) -> None:
-    atomic_write_json(ws.path(PID_FILE), {"pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                          "config": config, "argv": argv, "run_dir": run_dir})
+def write_pid_file(ws: Workspace, *, config: str | None, argv: list[str], run_dir: str, world_size: int = 1,
+                   ranks: list[dict] | None = None, pid: int | None = None, started: str | None = None) -> None:
+    """The trainer's pid file. A distributed run: `pid` is the process `rc1 stop` signals (rc1's launcher, or
+    rank 0 under a user's own `accelerate launch`) and `ranks` lists every rank's pid and host."""
+    doc = {"pid": pid or os.getpid(), "started": started or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "config": config, "argv": argv, "run_dir": run_dir}
+    if world_size > 1 or ranks:
+        doc.update(world_size=world_size, ranks=ranks or [])
+    atomic_write_json(ws.path(PID_FILE), doc)
 
 
 def remove_pid_file(ws: Workspace) -> None:

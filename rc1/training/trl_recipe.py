@@ -111,6 +111,7 @@ class TRLRecipe(RecipeBase):
         self.step = step
         self.steps_this_process += 1
         self.watch(record)
+        self.control_kl([record["kl"]])  # a TRL step is an optimizer step; TRL owns its KL coefficient
         self.on_step_end(record)
 
     def publish_checkpoint(self, hf_dir: Path, step: int) -> None:
