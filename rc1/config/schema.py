@@ -353,13 +353,14 @@ class TrainConfig(Strict):
             raise ValueError(f"seeds {self.seeds} repeat a seed: each training run needs its own")
         return self
 
-    def distributed_errors(self, processes: int) -> list[str]:
+    def distributed_errors(self, processes: int, label: str = "distributed.processes") -> list[str]:
         """Why this config cannot train on `processes` ranks (machine-independent rules; the machine's own are
-        rc1.training.distributed.machine_errors)."""
+        rc1.training.distributed.machine_errors). `label`: what set the number (a key, or --nproc)."""
         d, accum, errs = self.distributed, self.run.gradient_accumulation, []
         if accum % processes:
-            errs.append(f"distributed.processes: {processes} processes must divide run.gradient_accumulation ({accum}): "
-                        "it counts the micro-batches of one optimizer step over all processes")
+            errs.append(f"{label}: {processes} processes must divide run.gradient_accumulation ({accum}): it counts "
+                        "the micro-batches of one optimizer step over all processes, so the run would not train the "
+                        "same")
         elif processes > 1 and self.engine.name == "pure_pt" and self.run.max_steps % accum:
             errs.append(f"run.max_steps ({self.run.max_steps}) must be a multiple of run.gradient_accumulation ({accum}) "
                         "on several processes: a distributed run checkpoints only at optimizer steps")
@@ -370,6 +371,9 @@ class TrainConfig(Strict):
         if d.sharding != "none" and self.engine.name == "trl":
             errs.append(f"distributed.sharding: {d.sharding} is not wired to the trl engine (TRL runs DDP under rc1); "
                         "use sharding: none, or engine.name: pure_pt")
+        if d.sharding != "none" and self.train_precision == "fp16":
+            errs.append(f"distributed.sharding: {d.sharding} trains in bf16 or fp32 under rc1, not fp16 (its loss scaler "
+                        "is not a sharded one); set distributed.mixed_precision: bf16")
         if d.sharding != "none" and self.finetune.method == "qlora":
             errs.append(f"distributed.sharding: {d.sharding} cannot shard a 4-bit (qlora) base; use sharding: none "
                         "(DDP over the LoRA adapters) or finetune.method: lora")

@@ -446,8 +446,16 @@ class PurePTEngine:
                 "eval/truncated": sum(bool(ep.truncated) for ep in episodes) / n, "eval/n": len(scores)}
 
     def state_dict(self) -> dict[str, Any]:
-        """Weights (trainable parameters: the adapter with LoRA) apart from the trainer state."""
+        """Weights (trainable parameters: the adapter with LoRA) apart from the trainer state. Sharded (FSDP2,
+        DeepSpeed): gathered into the same format, a collective every rank calls (rc1.engines.sharded_state)."""
         self._ensure_optimizer()
+        if self.sharded:
+            from rc1.engines import sharded_state
+
+            weights, extras, optimizer = sharded_state.gather(self)
+            return {KEY_WEIGHTS: weights, KEY_WEIGHTS_FILE: ADAPTER_FILE if self.is_peft else MODEL_FILE,
+                    KEY_OPTIMIZER: optimizer, KEY_SCHEDULER: self.scheduler.state_dict(), KEY_SCALER: None,
+                    KEY_PENDING_GRADS: None, KEY_EXTRA_MODULES: extras, "updates": self.updates}
         weights = {n: p.detach().cpu().contiguous() for n, p in self.model.named_parameters() if p.requires_grad}
         pending = None
         if any(p.grad is not None for p in self.trainable_parameters()):
@@ -475,6 +483,13 @@ class PurePTEngine:
             from rc1.runtime.checkpoint import CheckpointError
 
             raise CheckpointError(f"checkpoint weights do not fit the model: missing {missing[:3]}, unexpected {unknown[:3]}")
+        if self.sharded:
+            from rc1.engines import sharded_state
+
+            sharded_state.scatter(self, weights, state.get(KEY_EXTRA_MODULES, {}), state[KEY_OPTIMIZER])
+            self.scheduler.load_state_dict(state[KEY_SCHEDULER])
+            self.updates = int(state.get("updates", 0))
+            return
         with torch.no_grad():
             for n, t in weights.items():
                 named[n].copy_(to_device(t, named[n].device))

@@ -121,6 +121,8 @@ class DataParallel:
         if self.kind == "cuda" and self.backend == "gloo" and torch.cuda.device_count():
             # gloo may share GPUs between ranks (a smoke test of N processes on fewer GPUs)
             os.environ.setdefault("ACCELERATE_TORCH_DEVICE", f"cuda:{local_rank % torch.cuda.device_count()}")
+        if d.sharding in DEEPSPEED_STAGES:  # Accelerate then starts the process group through deepspeed.comm
+            os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
         kwargs = InitProcessGroupKwargs(backend=self.backend, timeout=timedelta(seconds=d.timeout_s)).to_kwargs()
         kwargs.setdefault("backend", self.backend)
         self.state = PartialState(cpu=self.kind == "cpu", **kwargs)
@@ -161,7 +163,7 @@ class DataParallel:
 
             cfg = self.cfg
             kwargs: dict[str, Any] = {
-                "cpu": self.kind == "cpu",
+                "cpu": self.kind == "cpu", "mixed_precision": "no",  # not the launcher's: the engine autocasts
                 "kwargs_handlers": [DistributedDataParallelKwargs(broadcast_buffers=False,
                                                                   find_unused_parameters=False)]}
             precision = plugin_precision(cfg.train_precision, self.kind)
@@ -175,9 +177,12 @@ class DataParallel:
             elif self.sharding in DEEPSPEED_STAGES:
                 from accelerate.utils import DeepSpeedPlugin
 
-                kwargs["deepspeed_plugin"] = DeepSpeedPlugin(
+                plugin = DeepSpeedPlugin(
                     zero_stage=DEEPSPEED_STAGES[self.sharding], gradient_accumulation_steps=self.accumulation,
                     gradient_clipping=cfg.engine.max_grad_norm, zero3_save_16bit_model=False)
+                # rc1 feeds its own micro-batches (no dataloader for DeepSpeed to read a batch size from)
+                plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = 1
+                kwargs["deepspeed_plugin"] = plugin
                 kwargs["mixed_precision"] = precision
             self._accelerator = Accelerator(**kwargs)
         return self._accelerator
@@ -281,7 +286,7 @@ def machine_errors(cfg, processes: int | None = None, *, label: str = "distribut
     can). `processes` overrides distributed.processes (`--nproc`, shown as `label`)."""
     d = cfg.distributed
     n = processes or d.processes
-    errs = list(cfg.distributed_errors(n)) if n != d.processes else []
+    errs = list(cfg.distributed_errors(n, label)) if n != d.processes else []
     if n == 1 and d.sharding == "none":
         return errs  # one plain process: nothing distributed to run (and no torch import for `config verify`)
     import torch

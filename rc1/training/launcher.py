@@ -120,7 +120,7 @@ def plan(cfg, *, processes: int | None = None, accelerate_config: str | Path | N
         if acc.use_cpu:
             errors.append("use_cpu: accelerate launches multi-CPU runs through mpirun; rc1 runs CPU ranks with "
                           "distributed_type: MULTI_GPU and run.device_pref: [cpu]")
-        errors += [e.replace("distributed.processes:", "num_processes:", 1) for e in cfg.distributed_errors(world)]
+        errors += cfg.distributed_errors(world, "num_processes")
         errors += [e for e in D.machine_errors(cfg, n, label="num_processes / num_machines")
                    if not e.startswith(("distributed.processes:", "run.max_steps"))]
         notes.append(f"from {shown}: {acc_type}, mixed_precision {acc.mixed_precision} (rc1 runs its engine in "

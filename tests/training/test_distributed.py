@@ -124,7 +124,15 @@ def test_the_plan_for_nproc_two_on_this_cpu(tmp_path, tiny_model_dir):
     assert own["num_processes"] == 2 and own["mixed_precision"] == "no"  # the engine does its own autocast
     with pytest.raises(ConfigError) as err:
         launcher.plan(cfg, processes=3)
-    assert "distributed.processes: 3 processes must divide" in err.value.lines[0].replace("--nproc", "distributed.processes")
+    assert "--nproc: 3 processes must divide run.gradient_accumulation (4)" in err.value.lines[0]
+
+
+def test_resume_on_a_world_size_that_would_change_the_optimizer_step_is_refused(tmp_path, tiny_model_dir):
+    ws, conf, _ = _cfg(tmp_path, tiny_model_dir)
+    res = cli(ws, "resume", "--config", conf, "--nproc", "3")
+    assert res.exit_code == 2
+    assert "--nproc: 3 processes must divide run.gradient_accumulation (4)" in res.output
+    assert "would not train the same" in res.output
 
 
 def test_merged_metrics_hold_global_figures():
@@ -166,3 +174,40 @@ def test_a_seeded_redraw_does_not_move_the_samplers_stream():
                                      seed=3).next_batch(0, 1, seed=99)  # a function of the seed alone
     assert a.state_dict() == b.state_dict()
     assert a.next_batch(1, 4) == b.next_batch(1, 4)
+
+
+def test_trainer_status_and_the_console_show_every_rank(tmp_path):
+    import json
+    import os
+    import time
+
+    from rc1.console.screens.training import trainer_text
+    from rc1.runtime import trainer_proc
+
+    ws = Workspace(tmp_path)
+    ws.path("reports/state").mkdir(parents=True)
+    dead = 2**22 + 17  # no such process
+    trainer_proc.write_pid_file(ws, config="configs/run.yaml", argv=[], run_dir="checkpoints/t", world_size=2,
+                                ranks=[{"rank": 0, "pid": os.getpid(), "host": socket.gethostname()},
+                                       {"rank": 1, "pid": dead, "host": socket.gethostname()}])
+    now = time.time()
+    ws.metrics_path.write_text(json.dumps({"step": 8, "heartbeat": now, "world_size": 2, "ranks": [
+        {"rank": 0, "heartbeat": now - 1}, {"rank": 1, "heartbeat": now - 300}]}) + "\n")
+    st = trainer_proc.trainer_status(ws)
+    assert [(r.rank, r.alive) for r in st.ranks] == [(0, True), (1, False)]
+    assert 0 < st.ranks[0].heartbeat_age_s < 60 and st.ranks[1].heartbeat_age_s >= 300
+
+    class Msg:
+        status, unavailable, error_report, max_steps = st, None, None, 16
+
+    text = trainer_text(Msg(), None).plain
+    assert "2 ranks:" in text and f"0 ● pid {os.getpid()}" in text and f"1 ✘ pid {dead}" in text and "5m" in text
+
+
+def test_the_shipped_multi_node_example_is_a_two_machine_accelerate_config():
+    from tests.helpers.configs import REPO
+
+    acc, problems = launcher._read_accelerate_config(REPO / "configs/accelerate/multinode.yaml")
+    assert not problems
+    assert (acc.num_machines, acc.machine_rank, acc.num_processes % acc.num_machines) == (2, 0, 0)
+    assert acc.main_process_ip and acc.main_process_port and str(acc.distributed_type).endswith("MULTI_GPU")

@@ -150,3 +150,18 @@ def test_a_rank_crashing_on_a_malformed_item_leaves_its_traceback_and_no_half_ch
     latest = read_latest(ws.path("checkpoints/t"))
     verify_checkpoint(latest)
     assert not [p for p in ws.path("checkpoints/t").iterdir() if p.name.startswith(TMP_PREFIX)]
+
+
+def test_the_trl_engine_trains_on_two_ranks_and_rank_0_publishes_each_checkpoint_once(tmp_path, tiny_model_dir):
+    ws = Workspace(tmp_path)
+    conf = make_workspace(tmp_path, tiny_model_dir, engine="trl", grad_accum=2, max_steps=4, save_steps=2)
+    to_round2_pass(ws, conf)
+    rc1(ws, "train", "--config", conf, "--nproc", "2", check=True)
+    lines = metrics(ws)
+    assert [r["step"] for r in lines] == [1, 2, 3, 4] and all(r["reward"] is not None for r in lines)
+    manifest = [json.loads(x) for x in ws.path("reports/ckpt_manifest.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in manifest] == [2, 4]
+    latest = read_latest(ws.path("checkpoints/t"))
+    verify_checkpoint(latest)
+    assert {"rng_state_0.pth", "rng_state_1.pth"} <= {p.name for p in latest.iterdir()}  # both ranks' RNG
+    assert read_training_end(ws)["world_size"] == 2
