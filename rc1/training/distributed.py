@@ -118,9 +118,12 @@ class DataParallel:
         self.kind = device_kind(cfg)
         self.backend = resolve_backend(d.backend, self.kind)
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        if self.kind == "cuda" and self.backend == "gloo" and torch.cuda.device_count():
-            # gloo may share GPUs between ranks (a smoke test of N processes on fewer GPUs)
-            os.environ.setdefault("ACCELERATE_TORCH_DEVICE", f"cuda:{local_rank % torch.cuda.device_count()}")
+        gpus = torch.cuda.device_count() if self.kind == "cuda" else 0
+        if self.backend == "gloo" and 0 < gpus < int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
+            # gloo lets ranks share GPUs (a smoke test of N processes on fewer GPUs): rank r uses GPU r % gpus, and
+            # DDP must not be told device_ids=[local rank] (Accelerate's default), which does not exist
+            os.environ.setdefault("ACCELERATE_TORCH_DEVICE", f"cuda:{local_rank % gpus}")
+            os.environ["ACCELERATE_BYPASS_DEVICE_MAP"] = "true"
         if d.sharding in DEEPSPEED_STAGES:  # Accelerate then starts the process group through deepspeed.comm
             os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
         kwargs = InitProcessGroupKwargs(backend=self.backend, timeout=timedelta(seconds=d.timeout_s)).to_kwargs()

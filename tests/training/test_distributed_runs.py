@@ -165,3 +165,20 @@ def test_the_trl_engine_trains_on_two_ranks_and_rank_0_publishes_each_checkpoint
     verify_checkpoint(latest)
     assert {"rng_state_0.pth", "rng_state_1.pth"} <= {p.name for p in latest.iterdir()}  # both ranks' RNG
     assert read_training_end(ws)["world_size"] == 2
+
+
+def test_a_one_process_checkpoint_inside_an_accumulation_window_is_refused_on_two_ranks(tmp_path, tiny_model_dir):
+    from rc1.gates.base import Check, GateResult
+    from rc1.machine.service import open_machine
+
+    ws = Workspace(tmp_path)
+    conf = make_workspace(tmp_path, tiny_model_dir, grad_accum=2, max_steps=4, save_steps=100)
+    to_round2_pass(ws, conf)
+    recipe = run_in_process(ws, conf, max_steps=1)  # one micro-step of a 2-micro-step window: pending gradients
+    assert recipe.accum_position == 1 and read_meta(read_latest(ws.path("checkpoints/t")))["step"] == 1
+    passing = lambda gate: [GateResult(gate, [Check("t", 1, ">= 1", True)])]  # noqa: E731
+    assert open_machine(ws, str(conf), gate_runner=passing).fire("start_training")
+    res = rc1(ws, "resume", "--config", conf, "--nproc", "2")
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "inside an accumulation window (1 of 2 micro-steps, by one process); resume it with one process" in res.stderr
+    assert not _error_reports(ws)  # a refusal, not a crash
