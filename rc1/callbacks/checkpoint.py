@@ -16,7 +16,7 @@ class CheckpointCallback(BaseCallback):
     def on_step_end(self, recipe, record: dict) -> None:
         if not getattr(recipe, "saves_on_schedule", True) or not recipe.checkpoints:
             return  # the TRL recipe saves through TRL's own hook at the same steps
-        self.due = self.due or recipe.step % recipe.cfg.run.save_steps == 0
+        self.due = self.due or recipe.crossed(recipe.cfg.run.save_steps)
         if self.due and recipe.can_checkpoint_now:
             path = recipe.save_checkpoint(reason="scheduled")
             record["checkpoint"] = recipe.ws.rel(path)

@@ -37,9 +37,10 @@ class EvalShadowCallback(BaseCallback):
                         recipe.cfg.data.eval_path)
 
     def on_step_end(self, recipe, record: dict) -> None:
-        if not self.items or recipe.step % recipe.cfg.run.eval_steps != 0:
+        if not self.items or not recipe.crossed(recipe.cfg.run.eval_steps):
             return
         metrics = recipe.evaluate(self.items, seed=EVAL_SEED, max_new_tokens=recipe.cfg.eval.max_new_tokens)
         record.update(metrics)
-        append_line(recipe.ws.reports / "eval_shadow.jsonl",
-                    json.dumps({"step": recipe.step, "source": self.source, **metrics}))
+        if recipe.dist.is_main:  # every rank evaluates its share; rank 0 writes
+            append_line(recipe.ws.reports / "eval_shadow.jsonl",
+                        json.dumps({"step": recipe.step, "source": self.source, **metrics}))

@@ -22,6 +22,7 @@ BENCHES = {
     "grpo": "rc1.engines.bench",
     "console": "rc1.console.bench",
     "eval": "rc1.eval.bench",
+    "distributed": "rc1.bench.distributed",
 }
 
 

@@ -24,11 +24,20 @@ def register(app: typer.Typer) -> None:
         smoke: Annotated[bool, typer.Option(help="also run one optimizer step of the config's engine/strategy "
                                                  "on random:qwen3-tiny, in a temporary directory")] = False,
     ) -> None:
-        """Exit 0 if the config (and the gates/weights files it names) is valid, else 2 with every error."""
+        """Exit 0 if the config (and the gates/weights files it names) is valid and this machine can run its
+        distributed settings, else 2 with every error."""
         from rc1.config.load import config_hash, verify_config_file, write_effective_config
+
+        from rc1.runtime.errors import ConfigError
 
         ws = workspace()
         kind, model = verify_config_file(config, ws)
+        if kind == "train":  # what this machine cannot run fails here, not mid-run (DeepSpeed, FSDP2, NCCL, cores)
+            from rc1.training.distributed import machine_errors
+
+            errors = machine_errors(model)
+            if errors:
+                raise ConfigError(f"{config}: {len(errors)} setting(s) this machine cannot run", lines=errors)
         typer.echo(f"ok: {config} is a valid {kind} config")
         if kind == "train":
             typer.echo(f"config sha256: {config_hash(model)}")

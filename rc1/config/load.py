@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Iterable, TypeVar
 
@@ -17,6 +18,7 @@ from rc1.runtime.fingerprint import sha256_json
 from rc1.runtime.workspace import Workspace
 
 M = TypeVar("M", bound=BaseModel)
+_DOTTED_MESSAGE = re.compile(r"^[a-z_]+(\.[a-z_]+)*: ")
 EFFECTIVE_CONFIG = "reports/config_effective.yaml"
 
 
@@ -30,6 +32,9 @@ def format_validation_error(err: ValidationError, prefix: str = "") -> list[str]
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         path = ".".join(p for p in (prefix, loc) if p)
+        if not path and _DOTTED_MESSAGE.match(msg):  # a cross-field check that names its own dotted path
+            lines.append(msg)
+            continue
         lines.append(f"{path or '<root>'}: {msg}")
     return lines
 

@@ -337,12 +337,31 @@ class EvalSection(Strict):
 class MonitorSection(Strict):
     """What the trainer watches (rc1.training.monitor): reward vs success, and the KL vs target_kl."""
 
-    window: int = Field(8, ge=4, description="steps in the divergence window and the KL window")
+    window: int = Field(8, ge=4, description="metrics lines in the divergence window; optimizer steps in the KL window")
     alpha: float = Field(0.05, gt=0, lt=1, description="one-sided p-value of the reward's rising trend (Kendall)")
     kl_control: Literal["adaptive", "early_stop"] = Field(
         "adaptive", description="hold the KL near target_kl by adapting the KL coefficient, or stop the run")
-    kl_adapt_rate: float = Field(0.1, gt=0, le=1, description="adaptive: relative change of the coefficient per step")
+    kl_adapt_rate: float = Field(0.1, gt=0, le=1, description="adaptive: relative change of the coefficient per optimizer step")
     kl_stop_factor: float = Field(1.5, ge=1, description="early_stop: stop when the window's mean KL exceeds this x target_kl")
+
+
+class DistributedSection(Strict):
+    """Data-parallel training through Accelerate (rc1.training.distributed): `rc1 train --nproc N`, or
+    `accelerate launch ... -m rc1.cli.main train`. run.gradient_accumulation counts the micro-batches of one
+    optimizer step over ALL processes, so the same config trains the same on 1 process or N."""
+
+    processes: int = Field(1, ge=1, le=4096, description="processes (ranks) on this machine; `rc1 train --nproc` overrides")
+    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="auto: nccl on CUDA, gloo on CPU")
+    sharding: Literal["none", "fsdp2", "deepspeed_zero2", "deepspeed_zero3"] = Field(
+        "none", description="none: DDP (a full replica per rank); fsdp2 / deepspeed_zero2|3: Accelerate's FSDP2 and "
+                            "DeepSpeed plugins (CUDA only)")
+    mixed_precision: Literal["auto", "no", "fp16", "bf16"] = Field(
+        "auto", description="precision of the data-parallel engine; auto: run.mixed_precision")
+    main_port: int = Field(0, ge=0, le=65535, description="rank 0's rendezvous port; 0: a free port (one machine only)")
+    timeout_s: float = Field(600.0, gt=0, description="a collective that waits longer (a rank died or hangs) fails "
+                                                     "every rank")
+    stop_timeout_s: float = Field(600.0, gt=0, description="after a stop signal, how long the ranks get to finish the "
+                                                          "step and checkpoint before the launcher kills them")
 
 
 class CallbackSpec(Strict):
@@ -378,6 +397,7 @@ class TrainConfig(Strict):
     pool: PoolSection = Field(default_factory=PoolSection)
     eval: EvalSection = Field(default_factory=EvalSection)
     monitor: MonitorSection = Field(default_factory=MonitorSection)
+    distributed: DistributedSection = Field(default_factory=DistributedSection)
 
     # Keys of the seeds' ppo_scale.yaml, checked by the run-config gate.
     simulate: bool = False
@@ -439,9 +459,43 @@ class TrainConfig(Strict):
                 and self.strategy.name in ("grpo", "rloo", "ppo") and self.strategy.kl_coef == 0):
             raise ValueError("monitor.kl_control: adaptive needs strategy.kl_coef > 0 to adapt (it is 0); set a "
                              "starting kl_coef, or use kl_control: early_stop")
+        dist_errors = self.distributed_errors(self.distributed.processes)
+        if dist_errors:
+            raise ValueError(dist_errors[0])
         if self.seeds and len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds {self.seeds} repeat a seed: each training run needs its own")
         return self
+
+    def distributed_errors(self, processes: int, label: str = "distributed.processes") -> list[str]:
+        """Why this config cannot train on `processes` ranks (machine-independent rules; the machine's own are
+        rc1.training.distributed.machine_errors). `label`: what set the number (a key, or --nproc)."""
+        d, accum, errs = self.distributed, self.run.gradient_accumulation, []
+        if accum % processes:
+            errs.append(f"{label}: {processes} processes must divide run.gradient_accumulation ({accum}): it counts "
+                        "the micro-batches of one optimizer step over all processes, so the run would not train the "
+                        "same")
+        elif processes > 1 and self.engine.name == "pure_pt" and self.run.max_steps % accum:
+            errs.append(f"run.max_steps ({self.run.max_steps}) must be a multiple of run.gradient_accumulation ({accum}) "
+                        "on several processes: a distributed run checkpoints only at optimizer steps")
+        if d.mixed_precision != "auto" and self.run.mixed_precision != "auto" and d.mixed_precision != self.run.mixed_precision \
+                and {d.mixed_precision, self.run.mixed_precision} != {"no", "fp32"}:
+            errs.append(f"distributed.mixed_precision ({d.mixed_precision}) disagrees with run.mixed_precision "
+                        f"({self.run.mixed_precision}); set one of them, or make them equal")
+        if d.sharding != "none" and self.engine.name == "trl":
+            errs.append(f"distributed.sharding: {d.sharding} is not wired to the trl engine (TRL runs DDP under rc1); "
+                        "use sharding: none, or engine.name: pure_pt")
+        if d.sharding != "none" and self.train_precision == "fp16":
+            errs.append(f"distributed.sharding: {d.sharding} trains in bf16 or fp32 under rc1, not fp16 (its loss scaler "
+                        "is not a sharded one); set distributed.mixed_precision: bf16")
+        if d.sharding != "none" and self.finetune.method == "qlora":
+            errs.append(f"distributed.sharding: {d.sharding} cannot shard a 4-bit (qlora) base; use sharding: none "
+                        "(DDP over the LoRA adapters) or finetune.method: lora")
+        return errs
+
+    @property
+    def train_precision(self) -> str:
+        """The precision the training engine runs in: distributed.mixed_precision when set, else run.mixed_precision."""
+        return self.run.mixed_precision if self.distributed.mixed_precision == "auto" else self.distributed.mixed_precision
 
     @property
     def seed_list(self) -> list[int]:

@@ -13,12 +13,19 @@ start of its first epoch.
 Rollouts go through rc1.envs (batched generation with a KV cache). The reference policy for KL:
 with LoRA the base model with the adapters disabled (no second copy); with full fine-tuning a
 frozen copy made at setup.
+
+Data parallel (a `DataParallel` context from rc1.training.distributed): the model and the extra modules
+sit under one `PolicyModules` root that Accelerate wraps (DDP; FSDP2 or DeepSpeed when sharded) when the
+optimizer is built. Its forward runs a closure: the strategy's loss runs inside it, where DDP sets up
+its gradient hooks (and FSDP2 / DeepSpeed gather their shards), however many sub-modules the loss calls.
+`backward(..., sync=False)` accumulates under `no_sync`; the last micro-step of a window syncs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import logging
 import math
 from typing import Any, Callable
@@ -32,6 +39,7 @@ from rc1.runtime.device import dtype_for, get_device, memory_used_mb, to_device
 log = logging.getLogger("rc1.engine")
 
 RL_STRATEGIES = ("grpo", "rloo", "ppo", "dpo")
+DEEPSPEED = ("deepspeed_zero2", "deepspeed_zero3")
 
 
 def lr_lambda(schedule: str, warmup_steps: int, total_updates: int) -> Callable[[int], float]:
@@ -88,10 +96,16 @@ class PurePTEngine:
 
     name = "pure_pt"
 
-    def __init__(self, ws=None, *, reward_model=None, model_loader=None):
+    def __init__(self, ws=None, *, reward_model=None, model_loader=None, dist=None):
+        from rc1.training.distributed import SingleProcess
+
         self.ws = ws
         self.reward_model = reward_model
         self.model_loader = model_loader or default_model_loader
+        self.dist = dist or SingleProcess()
+        self.wrapped = None          # the Accelerate-prepared PolicyModules (data parallel only)
+        self._inside_wrapper = False
+        self._window_losses = 0      # micro-steps with a loss since the last optimizer step (data parallel)
         self.cfg = None
         self.model = None
         self.tokenizer = None
@@ -108,8 +122,8 @@ class PurePTEngine:
         import torch
 
         self.cfg = cfg
-        self.device = get_device(cfg.run.device_pref)
-        self.amp_dtype = dtype_for(self.device, cfg.run.mixed_precision)
+        self.device = self.dist.device if self.dist.distributed else get_device(cfg.run.device_pref)
+        self.amp_dtype = dtype_for(self.device, cfg.train_precision)
         # Master weights stay fp32; the forward runs under autocast in amp_dtype (on a CPU only when
         # run.mixed_precision asks for bf16 and the CPU has bf16 instructions).
         self.use_amp = self.device.type in ("cuda", "mps", "cpu") and self.amp_dtype != torch.float32
@@ -173,6 +187,33 @@ class PurePTEngine:
         total_updates *= self.cfg.strategy.ppo_epochs if self.cfg.strategy.name == "ppo" else 1
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(e.lr_schedule, e.warmup_steps, total_updates))
+        if self.dist.distributed:
+            self._wrap_data_parallel()
+
+    def _wrap_data_parallel(self) -> None:
+        """Hand the policy's modules (and the optimizer, for the sharding plugins) to Accelerate."""
+        acc = self.dist.accelerator()
+        root = PolicyModules(self.model, self.extra_modules)
+        if self.dist.sharding == "none":
+            self.wrapped = acc.prepare_model(root)
+        else:
+            self.wrapped, self.optimizer = acc.prepare(root, self.optimizer)
+        log.info("engine pure_pt: rank %d/%d wrapped in %s", self.dist.rank, self.dist.world_size,
+                 type(self.wrapped).__name__)
+
+    @property
+    def sharded(self) -> bool:
+        return self.wrapped is not None and self.dist.sharding != "none"
+
+    def _under_wrapper(self, fn: Callable[[], Any]) -> Any:
+        """fn() inside the data-parallel wrapper's forward (directly when there is none, or already inside)."""
+        if self.wrapped is None or self._inside_wrapper:
+            return fn()
+        self._inside_wrapper = True
+        try:
+            return self.wrapped(fn)
+        finally:
+            self._inside_wrapper = False
 
     # ------------------------------------------------------------------ model helpers
     def autocast(self):
@@ -203,6 +244,10 @@ class PurePTEngine:
         """
         import torch
 
+        if self.sharded and not self._inside_wrapper:  # FSDP2 / DeepSpeed gather their shards in the wrapper
+            return self._under_wrapper(lambda: self.forward(input_ids, attention_mask, positions=positions,
+                                                            reference=reference, hidden=hidden, entropy=entropy,
+                                                            temperature=temperature))
         if reference and self.is_peft:
             ctx, model = self.model.disable_adapter(), self.model
         elif reference:
@@ -289,13 +334,17 @@ class PurePTEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.no_grad(), (self.autocast() if amp else contextlib.nullcontext()):
-                episodes = generate_episodes(
+            def generate():
+                return generate_episodes(
                     model, self.tokenizer, items, num_generations=num_generations,
                     max_new_tokens=max_new_tokens or m.max_new_tokens, temperature=m.temperature, top_p=m.top_p,
                     greedy=greedy, seed=seed, batch_size=max(1, len(items) * num_generations),
                     max_length=self.cfg.data.max_length, max_turns=self.cfg.strategy.max_turns,
                     multi_turn=self.cfg.strategy.multi_turn)
+
+            with torch.no_grad(), (self.autocast() if amp else contextlib.nullcontext()):
+                # sharded weights are gathered only inside the wrapper; DDP replicas generate directly
+                episodes = self._under_wrapper(generate) if self.sharded else generate()
         finally:
             self.model.train(was_training)
         return episodes
@@ -328,32 +377,64 @@ class PurePTEngine:
         return self._gen_model, False
 
     # ------------------------------------------------------------------ Engine protocol (what the recipe calls)
-    def backward(self, plan: StepPlan, *, scale: float) -> dict[str, float]:
-        """Forward + the plan's loss + backward of loss * scale; the gradients stay until optimizer_step()."""
+    def backward(self, plan: StepPlan, *, scale: float, sync: bool = True) -> dict[str, float]:
+        """Forward + the plan's loss + backward of loss * scale; the gradients stay until optimizer_step().
+
+        Data parallel: `sync=False` accumulates locally (no_sync); the window's last micro-step syncs. A rank
+        whose batch has no loss back-propagates a zero through every parameter, so the ranks' all-reduces
+        still match up."""
         self._ensure_optimizer()
         self.model.train()
-        loss, metrics = plan.loss_fn(self, plan.tensors)
-        metrics = dict(metrics)
-        if loss is not None:
-            scaled = loss * scale
-            if self.scaler is not None:
-                self.scaler.scale(scaled).backward()
-            else:
-                scaled.backward()
-            metrics["loss"] = float(loss.detach())
-        else:
-            metrics.setdefault("loss", None)
+        with self._sync_context(sync):
+            loss, metrics, has_loss = self._under_wrapper(lambda: self._loss(plan))
+            metrics = dict(metrics)
+            if loss is not None:
+                scaled = loss * scale
+                if self.scaler is not None:
+                    self.scaler.scale(scaled).backward()
+                elif self.dist.sharding in DEEPSPEED:
+                    acc = self.dist.accelerator()
+                    acc.gradient_state._set_sync_gradients(sync)  # DeepSpeed steps its optimizer when it syncs
+                    acc.backward(scaled, scale_wrt_gas=False)
+                else:
+                    scaled.backward()
+            metrics["loss"] = float(loss.detach()) if has_loss else None
         metrics["mem_used_mb"] = memory_used_mb(self.device)
         return metrics
+
+    def _loss(self, plan: StepPlan):
+        """(loss, metrics, whether the plan had a loss). Data parallel: a missing loss becomes a zero through
+        every trainable parameter."""
+        loss, metrics = plan.loss_fn(self, plan.tensors)
+        if loss is not None:
+            self._window_losses += 1
+            return loss, metrics, True
+        if self.dist.distributed:
+            loss = sum((p * 0.0).sum() for p in self.trainable_parameters())
+        return loss, metrics, False
+
+    def _sync_context(self, sync: bool):
+        if self.wrapped is None or sync or self.dist.sharding in DEEPSPEED:
+            return contextlib.nullcontext()
+        return self.dist.accelerator().no_sync(self.wrapped)
 
     def optimizer_step(self) -> dict[str, float]:
         import torch
 
         self._ensure_optimizer()
         params = self.trainable_parameters()
+        if self.dist.distributed:
+            # No rank had a loss in this window: one process would have no gradient at all (not zeros), and
+            # AdamW skips a parameter without one; drop the zeros the ranks exchanged.
+            if not any(self.dist.all_gather(self._window_losses)):
+                self.optimizer.zero_grad(set_to_none=True)
+            self._window_losses = 0
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.engine.max_grad_norm)
+        if self.wrapped is not None:
+            grad_norm = self.dist.accelerator().clip_grad_norm_(params, self.cfg.engine.max_grad_norm)
+        else:
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.engine.max_grad_norm)
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -380,8 +461,16 @@ class PurePTEngine:
                 "eval/truncated": sum(bool(ep.truncated) for ep in episodes) / n, "eval/n": len(scores)}
 
     def state_dict(self) -> dict[str, Any]:
-        """Weights (trainable parameters: the adapter with LoRA) apart from the trainer state."""
+        """Weights (trainable parameters: the adapter with LoRA) apart from the trainer state. Sharded (FSDP2,
+        DeepSpeed): gathered into the same format, a collective every rank calls (rc1.engines.sharded_state)."""
         self._ensure_optimizer()
+        if self.sharded:
+            from rc1.engines import sharded_state
+
+            weights, extras, optimizer = sharded_state.gather(self)
+            return {KEY_WEIGHTS: weights, KEY_WEIGHTS_FILE: ADAPTER_FILE if self.is_peft else MODEL_FILE,
+                    KEY_OPTIMIZER: optimizer, KEY_SCHEDULER: self.scheduler.state_dict(), KEY_SCALER: None,
+                    KEY_PENDING_GRADS: None, KEY_EXTRA_MODULES: extras, "updates": self.updates}
         weights = {n: p.detach().cpu().contiguous() for n, p in self.model.named_parameters() if p.requires_grad}
         pending = None
         if any(p.grad is not None for p in self.trainable_parameters()):
@@ -409,6 +498,13 @@ class PurePTEngine:
             from rc1.runtime.checkpoint import CheckpointError
 
             raise CheckpointError(f"checkpoint weights do not fit the model: missing {missing[:3]}, unexpected {unknown[:3]}")
+        if self.sharded:
+            from rc1.engines import sharded_state
+
+            sharded_state.scatter(self, weights, state.get(KEY_EXTRA_MODULES, {}), state[KEY_OPTIMIZER])
+            self.scheduler.load_state_dict(state[KEY_SCHEDULER])
+            self.updates = int(state.get("updates", 0))
+            return
         with torch.no_grad():
             for n, t in weights.items():
                 named[n].copy_(to_device(t, named[n].device))
@@ -433,6 +529,33 @@ def _checkpointing(lm) -> bool:
     flag = getattr(type(lm), "is_activation_checkpointing", None)
     on = lm.is_activation_checkpointing if flag is not None else getattr(lm, "is_gradient_checkpointing", False)
     return bool(lm.training and on)
+
+
+@functools.cache
+def _policy_modules_class():
+    import torch
+
+    class PolicyModules(torch.nn.Module):
+        """The model and the extra trainable modules under one root, for DDP / FSDP2 / DeepSpeed to wrap.
+        forward(fn) runs fn(): the engine passes the strategy's loss (or a rollout), so every parameter the
+        loss touches is used inside the wrapper's forward, however many sub-modules it calls."""
+
+        def __init__(self, model, extra_modules: dict):
+            super().__init__()
+            self.model = model
+            self.extras = torch.nn.ModuleDict(extra_modules)
+            # what accelerate's FSDP2 auto-wrap shards one by one (the decoder layers)
+            self._no_split_modules = getattr(model, "_no_split_modules", None) or getattr(
+                getattr(model, "get_base_model", lambda: model)(), "_no_split_modules", None)
+
+        def forward(self, fn):
+            return fn()
+
+    return PolicyModules
+
+
+def PolicyModules(model, extra_modules: dict):  # noqa: N802 - a class built lazily (torch stays un-imported)
+    return _policy_modules_class()(model, extra_modules)
 
 
 def disable_dropout(model) -> int:

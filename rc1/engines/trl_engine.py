@@ -45,7 +45,10 @@ class TRLHooks:
 class TRLEngine:
     name = "trl"
 
-    def __init__(self, ws=None, *, reward_model=None, model_loader=None):
+    def __init__(self, ws=None, *, reward_model=None, model_loader=None, dist=None):
+        from rc1.training.distributed import SingleProcess
+
+        self.dist = dist or SingleProcess()  # TRL's trainer builds its Accelerator on this process group
         self.ws = ws
         self.reward_model = reward_model
         self.model_loader = model_loader
@@ -59,8 +62,8 @@ class TRLEngine:
         from rc1.engines.pure_pt import default_model_loader
 
         self.cfg = cfg
-        self.device = get_device(cfg.run.device_pref)
-        self.dtype = dtype_for(self.device, cfg.run.mixed_precision)
+        self.device = self.dist.device if self.dist.distributed else get_device(cfg.run.device_pref)
+        self.dtype = dtype_for(self.device, cfg.train_precision)
         loader = self.model_loader or default_model_loader
         load_dtype = torch.float32 if self.device.type == "cpu" else self.dtype
         self.model, self.tokenizer = loader(cfg, device=self.device, dtype=load_dtype, for_training=True)
@@ -96,7 +99,8 @@ class TRLEngine:
             lr_scheduler_type={"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}[e.lr_schedule],
             max_grad_norm=e.max_grad_norm, max_steps=r.max_steps, logging_steps=1, report_to="none",
             save_strategy="steps" if self.hooks.save else "no", save_steps=r.save_steps, save_only_model=False,
-            per_device_train_batch_size=s.prompts_per_step * s.num_generations, gradient_accumulation_steps=r.gradient_accumulation,
+            per_device_train_batch_size=s.prompts_per_step * s.num_generations,
+            gradient_accumulation_steps=r.gradient_accumulation // self.dist.world_size,  # the same prompts per step on N ranks
             num_generations=s.num_generations, max_completion_length=cfg.model.max_new_tokens,
             temperature=cfg.model.temperature, top_p=cfg.model.top_p, beta=s.kl_coef, epsilon=e.clip_coef,
             num_iterations=s.ppo_epochs, shuffle_dataset=False, dataloader_num_workers=0, disable_tqdm=True,

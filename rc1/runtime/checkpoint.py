@@ -54,6 +54,7 @@ KEY_OPTIMIZER = "optimizer"
 KEY_SCHEDULER = "scheduler"
 KEY_SCALER = "scaler"
 KEY_RNG = "rng"
+KEY_RNG_PER_RANK = "rng_per_rank"        # every rank's RNG state, in rank order (a distributed run; else None)
 KEY_PENDING_GRADS = "pending_grads"      # gradients accumulated inside an unfinished accumulation window
 KEY_ACCUM_POSITION = "accum_position"    # micro-steps already accumulated in that window
 KEY_STRATEGY = "strategy"                # strategy state (e.g. PPO's adaptive KL coefficient)

@@ -30,8 +30,11 @@ log = logging.getLogger("rc1.train")
 ALERTS_FILE = "reports/alerts.jsonl"
 ZERO_SIGNAL_FILE = "reports/zero_signal.json"
 ZERO_SIGNAL_TRUNCATION_WARN = 0.5
-# Config keys that may change between a checkpoint and its resume (how long / how often, not what).
-RESUME_MUTABLE = (("run", "max_steps"), ("run", "save_steps"), ("run", "eval_steps"), ("run", "keep_last"))
+# Config keys that may change between a checkpoint and its resume (how long / how often / on how many
+# processes, not what: run.gradient_accumulation fixes the optimizer step whatever the world size).
+RESUME_MUTABLE = (("run", "max_steps"), ("run", "save_steps"), ("run", "eval_steps"), ("run", "keep_last"),
+                  ("distributed", "processes"), ("distributed", "backend"), ("distributed", "main_port"),
+                  ("distributed", "timeout_s"), ("distributed", "stop_timeout_s"))
 COMPLETED = "completed"
 
 
@@ -70,7 +73,10 @@ class RecipeBase:
 
     def __init__(self, ws, cfg, *, config_path: str | None = None, resume: str | None = None,
                  resume_fallback: bool = False, max_steps: int | None = None, model_loader=None,
-                 reward_model=None, checkpoints: bool = True, seed_index: int = 0):
+                 reward_model=None, checkpoints: bool = True, seed_index: int = 0, dist=None):
+        from rc1.training.distributed import SingleProcess
+
+        self.dist = dist or SingleProcess()  # this process's rank of the run (rc1.training.distributed)
         self.seed_index = seed_index
         self.seed_run = cfg.seed_run(seed_index)
         cfg = cfg.for_seed(seed_index)
@@ -88,7 +94,9 @@ class RecipeBase:
         self.checkpoints = checkpoints  # False only for benchmarks: no checkpoint is written at all
         self.step = 0
         self.steps_this_process = 0
-        self.stop_reason: str | None = None
+        self.stop_reason: str | None = None     # agreed by every rank: the run stops at the next boundary
+        self.pending_stop: str | None = None    # a stop signal this process received, not yet agreed on
+        self.iteration_steps = 1                # micro-steps the last iteration advanced `step` by
         self.last_saved_step: int | None = None
         self.resumed_from: Path | None = None
         self.run_dir = Path(cfg.checkpoint_dir)
@@ -118,9 +126,14 @@ class RecipeBase:
         self.config_hash = config_hash(cfg)
         self.resume_hash, self.resume_dump = resume_identity(cfg)
         CONTEXT["config_hash"] = self.config_hash
-        ckpt.clean_stale_temps(ws.path(self.run_dir))
-        write_effective_config(ws, cfg, self.config_path)
-        write_code_fingerprint(ws)
+        if self.dist.distributed:
+            errors = cfg.distributed_errors(self.dist.world_size)
+            if errors:
+                raise ConfigError(f"cannot train on {self.dist.world_size} processes", lines=errors)
+        if self.dist.is_main:  # the other ranks never write
+            ckpt.clean_stale_temps(ws.path(self.run_dir))
+            write_effective_config(ws, cfg, self.config_path)
+            write_code_fingerprint(ws)
         seed_items, other_items, self.data_info = load_training_items(ws, cfg)
         self.sampler_sources = (seed_items, other_items)
         self.sampler = PrioritySampler.from_config(cfg, seed_items, other_items)
@@ -141,13 +154,25 @@ class RecipeBase:
 
     # ------------------------------------------------------------------ during training
     def request_stop(self, reason: str) -> None:
-        """Finish the current step, checkpoint, and stop (SIGTERM, `rc1 stop`, early stop, KL, budget)."""
+        """Finish the current step, checkpoint, and stop (early stop, KL, budget: decisions every rank makes
+        alike; a signal goes through `signal_stop`)."""
         if self.stop_reason is None:
             self.stop_reason = reason
             log.warning("stop requested (%s): finishing step %d, then checkpointing", reason, self.step + 1)
 
-    def watch(self, record: dict, strategy=None) -> None:
-        """The monitors' view of a finished step: divergence alert, KL control (adapt or stop)."""
+    def signal_stop(self, reason: str) -> None:
+        """SIGTERM / SIGINT reached this process: every rank stops at the end of the current iteration (the
+        recipe agrees on it there), checkpoints and exits."""
+        if self.pending_stop is None:
+            self.pending_stop = reason
+            log.warning("stop signal (%s) on rank %d: stopping at the next step boundary", reason, self.dist.rank)
+
+    def crossed(self, every: int) -> bool:
+        """Whether the last iteration's steps reached a multiple of `every` (an iteration advances by N)."""
+        return self.step // every > (self.step - self.iteration_steps) // every
+
+    def watch(self, record: dict) -> None:
+        """The divergence monitor's view of a finished step (rank 0 writes the alert)."""
         alert = self.divergence.observe(record)
         if alert is not None:
             doc = alert.to_dict()
@@ -155,9 +180,15 @@ class RecipeBase:
             record["alert"] = alert.message
             record["alert/kind"] = alert.kind
             log.warning("ALERT reward/success divergence: %s", alert.message)
-            append_line(self.ws.path(ALERTS_FILE), json.dumps({"time": _now(), "run": self.cfg.run.name,
-                                                                "seed": self.cfg.run.seed, **doc}))
-        stop = self.kl_control.observe(record.get("kl"), strategy)
+            if self.dist.is_main:
+                append_line(self.ws.path(ALERTS_FILE), json.dumps({"time": _now(), "run": self.cfg.run.name,
+                                                                    "seed": self.cfg.run.seed, **doc}))
+
+    def control_kl(self, kls: list, strategy=None) -> None:
+        """KL control once per optimizer step, on the mean KL of its micro-steps (in micro-step order, so any
+        number of processes adapts alike): adapt the strategy's coefficient, or stop."""
+        measured = [float(k) for k in kls if k is not None]
+        stop = self.kl_control.observe(sum(measured) / len(measured) if measured else None, strategy)
         if stop:
             log.warning("stopping: %s", stop)
             self.request_stop("target_kl")
@@ -167,8 +198,17 @@ class RecipeBase:
             cb.on_step_end(self, record)
 
     def evaluate(self, items: list[dict], *, seed: int, max_new_tokens: int | None = None) -> dict:
-        """Greedy rollouts of `items` by the current policy (what eval callbacks call)."""
-        return self.engine.eval_step(items, seed=seed, max_new_tokens=max_new_tokens)
+        """Greedy rollouts of `items` by the current policy (what eval callbacks call). Data parallel: each
+        rank evaluates its share of the items; the means are combined weighted by eval/n."""
+        n, rank = self.dist.world_size, self.dist.rank
+        if n == 1:
+            return self.engine.eval_step(items, seed=seed, max_new_tokens=max_new_tokens)
+        share = items[rank::n]
+        mine = self.engine.eval_step(share, seed=seed, max_new_tokens=max_new_tokens) if share else {}
+        parts = [p for p in self.dist.all_gather(mine) if p.get("eval/n")]
+        total = sum(p["eval/n"] for p in parts)
+        return {k: (total if k == "eval/n" else sum(p[k] * p["eval/n"] for p in parts) / total)
+                for k in (parts[0] if parts else {})}
 
     # ------------------------------------------------------------------ end
     def end_record(self, reason: str) -> dict:
@@ -180,6 +220,7 @@ class RecipeBase:
             "run_dir": self.ws.rel(self.ws.path(self.run_dir)),
             "checkpoint": self.ws.rel(latest) if latest else None, "config_hash": self.config_hash,
             "seed": self.cfg.run.seed, "seed_index": self.seed_index, "seeds": self.cfg.seed_list,
+            "world_size": self.dist.world_size,
             "engine": self.cfg.engine.name, "strategy": self.cfg.strategy.name,
             "finetune_method": self.finetune_method(), "train_dtype": self.precision(),
             "kl": self.kl_control.summary(), "alerts": list(self.alerts),
@@ -196,7 +237,8 @@ class RecipeBase:
 
     def write_end(self, reason: str) -> dict:
         doc = self.end_record(reason)
-        atomic_write_json(self.ws.path(self.seed_run.end_file), doc)
+        if self.dist.is_main:
+            atomic_write_json(self.ws.path(self.seed_run.end_file), doc)
         log.info("training ended at step %d/%d: %s", self.step, self.max_steps, reason)
         return doc
 
@@ -216,6 +258,8 @@ class RecipeBase:
         if stats["truncated"] >= ZERO_SIGNAL_TRUNCATION_WARN:
             w.append(f"{stats['truncated']:.0%} of rollouts hit max_new_tokens (raise model.max_new_tokens)")
         report["could_learn"] = stats["zero_var_groups"] < 1.0 and stats["success"] > 0.0
+        if not self.dist.is_main:
+            return report
         path = atomic_write_json(self.ws.path(ZERO_SIGNAL_FILE), report)
         register_artifact(self.ws, path, "zero_signal", step=0)
         for msg in w:

@@ -12,10 +12,11 @@ that rose most, the truncation rate, the KL and the entropy. TRL and verl users 
 KL control. `target_kl` means the same for every strategy: the per-token KL(pi || ref), k3
 estimator, mean over action tokens, in nats (what every strategy logs as `kl`). With
 `kl_control: adaptive`, the KL coefficient of the strategy's loss (GRPO/RLOO beta, PPO's reward
-penalty) follows the measured KL each step:
+penalty) follows the measured KL at each optimizer step (KL = the mean over its micro-steps, so N
+processes adapt exactly as one process with accumulation N):
     coef <- coef * (1 + clip(KL / target_kl - 1, -0.2, 0.2) * kl_adapt_rate)
 With `kl_control: early_stop`, the run stops (reason `target_kl`) once the mean KL of the last
-`window` steps exceeds kl_stop_factor * target_kl. Either way the training_done gate compares the
+`window` optimizer steps exceeds kl_stop_factor * target_kl. Either way the training_done gate compares the
 KL measured during the run with target_kl.
 """
 

@@ -8,6 +8,11 @@ order, the rewards, the metrics, the monitors and the checkpoints.
   (logging, eval, early stop, divergence, KL).
 - Checkpoints: each TRL checkpoint directory is published as an rc1 checkpoint (atomic, manifest,
   `latest`, ckpt_manifest.jsonl) holding TRL's own files; resume hands it back to TRL.
+- Data parallel (`rc1 train --nproc N`): TRL is Accelerate-native; its trainer runs on the ranks' process
+  group with gradient_accumulation_steps = run.gradient_accumulation / N, so an optimizer step sees the same
+  prompts as on one process. Rank 0 publishes the checkpoints (after every rank wrote its RNG state into
+  TRL's directory) and writes the metrics; the reward figures are gathered from every rank; a stop is
+  agreed on by all ranks at a step's end.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ class TRLRecipe(RecipeBase):
         cfg = self.cfg
         self.setup_run()
         self.engine = engine_class(cfg.engine.name)(self.ws, reward_model=self.reward_model,
-                                                    model_loader=self.model_loader)
+                                                    model_loader=self.model_loader, dist=self.dist)
         self.engine.setup(cfg)
         accum, P = cfg.run.gradient_accumulation, cfg.strategy.prompts_per_step
         # The whole prompt sequence, drawn up front from a fresh sampler: the same on every (re)start.
@@ -54,10 +59,11 @@ class TRLRecipe(RecipeBase):
         self.sampler = sampler
         self.scratch = self.ws.path(Path(cfg.checkpoint_dir) / HF_SCRATCH)
         # TRL's scratch saves left by a killed run are never published: remove them before starting
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.dist.is_main:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        self.dist.barrier()
         self.engine.build(rows, self.scratch, TRLHooks(on_log=self.on_trl_log, on_save=self.publish_checkpoint,
-                                                       should_stop=lambda: self.stop_reason is not None,
-                                                       save=self.checkpoints))
+                                                       should_stop=self.agreed_stop, save=self.checkpoints))
         self.resume_dir = None
         if self.resume:
             path = ckpt.resolve_resume(self.ws, self.run_dir, self.resume, config_hash=self.resume_hash,
@@ -75,8 +81,18 @@ class TRLRecipe(RecipeBase):
             cb.on_train_start(self)
         self._t0 = time.perf_counter()
         self.step = self.engine.fit(self.resume_dir)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        self.dist.barrier()
+        if self.dist.is_main:
+            shutil.rmtree(self.scratch, ignore_errors=True)
         return self.finish()
+
+    def agreed_stop(self) -> bool:
+        """Whether to stop after this TRL step: a stop decision, or a signal on any rank (every rank asks at the
+        same points of TRL's loop, so this collective lines up)."""
+        signalled = next((r for r in self.dist.all_gather(self.pending_stop) if r is not None), None)
+        if signalled is not None:
+            self.request_stop(signalled)
+        return self.stop_reason is not None
 
     def finish(self) -> str:
         reason = self.stop_reason or ("completed" if self.step >= self.max_steps else "interrupted")
@@ -87,7 +103,6 @@ class TRLRecipe(RecipeBase):
 
     def on_trl_log(self, step: int, logs: dict, batch: list) -> None:
         now = time.perf_counter()
-        n = max(1, len(batch))
         cfg = self.cfg
         record = {"step": step, "loss": logs.get("loss"), "kl": logs.get("kl", 0.0 if cfg.strategy.kl_coef == 0 else None),
                   "ratio": 1.0, "lr": logs.get("learning_rate"), "entropy": logs.get("entropy"),
@@ -96,25 +111,34 @@ class TRLRecipe(RecipeBase):
                   "grad_norm": logs.get("grad_norm"), "mem_used_mb": memory_used_mb(self.engine.device),
                   "sec_per_step": now - self._t0}
         self._t0 = now
-        if batch:
-            record["reward"] = sum(b.total for _, b, _ in batch) / n
-            record["success"] = sum(b.success for _, b, _ in batch) / n
-            record["truncated"] = sum(bool(ep.truncated) for _, _, ep in batch) / n
-            for d in REWARD_DIMENSIONS:
-                record[f"reward/{d}"] = sum(b.dims[d] for _, b, _ in batch) / n
+        sums = {"n": len(batch), "reward": sum(b.total for _, b, _ in batch),
+                "success": sum(b.success for _, b, _ in batch), "truncated": sum(bool(ep.truncated) for _, _, ep in batch),
+                **{f"reward/{d}": sum(b.dims[d] for _, b, _ in batch) for d in REWARD_DIMENSIONS}}
+        parts = self.dist.all_gather(sums)  # each rank scored its own completions: the step's figures are all of them
+        n = sum(p["n"] for p in parts)
+        if n:
+            for k in sums:
+                if k != "n":
+                    record[k] = sum(p[k] for p in parts) / n
             record["zero_var_groups"] = logs.get("frac_reward_zero_std")
             if step == 1 and self.resumed_from is None:
                 stats = {"success": record["success"], "truncated": record["truncated"],
                          "zero_var_groups": record["zero_var_groups"] or 0.0, "reward": record["reward"]}
                 G = cfg.strategy.num_generations
-                self.zero_signal_guard(stats, len(batch) // G, G)
+                self.zero_signal_guard(stats, n // G, G)
         self.step = step
         self.steps_this_process += 1
         self.watch(record)
+        self.control_kl([record["kl"]])  # a TRL step is an optimizer step; TRL owns its KL coefficient
         self.on_step_end(record)
 
     def publish_checkpoint(self, hf_dir: Path, step: int) -> None:
-        """TRL's checkpoint-N directory -> an atomic rc1 checkpoint (same files + meta + manifest)."""
+        """TRL's checkpoint-N directory -> an atomic rc1 checkpoint (same files + meta + manifest), by rank 0
+        once every rank has written its part (its RNG state) of the directory."""
+        self.dist.barrier()
+        self.last_saved_step = step
+        if not self.dist.is_main:
+            return
         files = sorted(p for p in hf_dir.rglob("*") if p.is_file())
         writers = {p.relative_to(hf_dir).as_posix(): (lambda dst, src=p: shutil.copyfile(src, dst)) for p in files}
         weights = next((n for n in (ckpt.ADAPTER_FILE, ckpt.MODEL_FILE) if (hf_dir / n).exists()), None)

@@ -1,5 +1,6 @@
-"""Training-test workspaces: a tiny Qwen3 model directory built offline, and a workspace with data, weights
-and configs/run.yaml (rc1 training tests start from these)."""
+"""Test workspaces for the training tests: the tiny Qwen3 model, arithmetic items, a workspace with data,
+weights and a run config, and a machine moved to round2_pass (a plain module: tests import it; the
+training conftest's fixtures use it)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,13 @@ def make_workspace(root: Path, model_dir: Path, *, engine: str = "pure_pt", stra
         d[keys[-1]] = value
     (root / "configs/run.yaml").write_text(yaml.safe_dump(cfg))
     return Path("configs/run.yaml")
+
+
+def to_round2_pass(ws, config) -> None:
+    """Move the machine to round2_pass with gates that pass (what `rc1 advance --to round2` would do)."""
+    from rc1.gates.base import Check, GateResult
+    from rc1.machine.service import current_state, open_machine
+
+    m = open_machine(ws, str(config), gate_runner=lambda gate: [GateResult(gate, [Check("t", 1, ">= 1", True)])])
+    assert m.fire("pass_round1") and m.fire("pass_round2")
+    assert current_state(ws) == "round2_pass"
