@@ -158,7 +158,7 @@ class Pipeline:
                   lambda: self.state_at_least("eval") or self._training_finished(), watch=self.training_progress),
             Stage("gate: training done", ["advance", "--to", "eval", "--config", c],
                   lambda: self.state_at_least("eval")),
-            Stage("eval", ["eval", "--config", c, *(["--shadow-only"] if cfg.profile == "laptop" else [])],
+            Stage("eval", ["eval", "--config", c],  # held-out + dev (best/ is chosen on dev; eval.n_dev sizes it)
                   lambda: bool(self._latest_eval())),
             Stage("report", ["report", "--config", c], lambda: False),
         ]

@@ -66,14 +66,16 @@ SEED_ALIASES: dict[str, str] = {"trl_ppo": "TRL 1.x has no PPOTrainer (it was de
 CALLBACKS: dict[str, str] = {
     "lr_schedule": "rc1.callbacks.lr_schedule:LRScheduleCallback",
     "grad_clip": "rc1.callbacks.lr_schedule:GradClipCallback",
-    "eval_shadow": "rc1.callbacks.eval_shadow:EvalShadowCallback",
+    "eval_dev": "rc1.callbacks.eval_dev:EvalDevCallback",
     "early_stop": "rc1.callbacks.early_stop:EarlyStopCallback",
     "checkpoint": "rc1.callbacks.checkpoint:CheckpointCallback",
     "tensorboard": "rc1.callbacks.logging:TensorBoardCallback",
     "logging": "rc1.callbacks.logging:LoggingCallback",
 }
 # Hooks run in this order: metrics are complete (eval, lr) before the checkpoint and the log line.
-CALLBACK_ORDER = ("lr_schedule", "grad_clip", "eval_shadow", "early_stop", "checkpoint", "tensorboard", "logging")
+CALLBACK_ORDER = ("lr_schedule", "grad_clip", "eval_dev", "early_stop", "checkpoint", "tensorboard", "logging")
+# Older names still accepted: eval_shadow evaluated the held-out set; it is the dev-split eval now.
+CALLBACK_ALIASES: dict[str, str] = {"eval_shadow": "eval_dev"}
 
 
 def engine_strategy_error(engine: str, strategy: str) -> str | None:

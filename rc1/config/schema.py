@@ -323,15 +323,20 @@ class PrioritySamplingSection(Strict):
 
 
 class EvalSection(Strict):
-    n_shadow: int | None = Field(None, ge=1, description="limit eval to the first N shadow items (None = all)")
+    n_shadow: int | None = Field(None, ge=1, description="held-out items evaluated: a stratified subset of the shadow set "
+                                                        "(None = all)")
+    n_dev: int | None = Field(None, ge=1, description="dev items (data.eval_path, stratified) `rc1 eval` chooses best/ on "
+                                                     "(None = all)")
     shadow_run_n: int | None = Field(None, ge=1, description="items the round-2 shadow run scores (None = the shadow set)")
     shadow_run_max_turns: int | None = Field(None, ge=1, description="turn limit of shadow-run episodes (None = pool.max_turns)")
     shadow_run_source: Literal["sample", "eval_base"] = Field(
         "sample", description="answers the round-2 shadow run scores: sampled (shadow_run_n) or the eval's greedy base pass")
     calibration_n: int = Field(64, ge=10, description="training items the base model answers for `rc1 reward calibrate` in the pipeline")
-    metric: str = Field("success", description="metric that picks best/")
+    metric: str = Field("success", description="metric that picks best/, measured on the dev split")
     max_new_tokens: int | None = Field(None, ge=1)
-    dtype: Literal["auto", "fp32", "bf16"] = Field("auto", description="eval inference dtype; auto = the device policy")
+    dtype: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="eval inference dtype; auto = fp32 on CPU, the device policy on MPS/CUDA; bf16 on a CPU "
+                            "only where it has AVX512-BF16/AMX (else fp32, logged)")
 
 
 class MonitorSection(Strict):
@@ -368,7 +373,12 @@ class CallbackSpec(Strict):
     name: CallbackName
     patience: int | None = Field(None, ge=1)
     min_delta: float | None = None
-    eval_items: int | None = Field(None, ge=1)
+    eval_items: int | None = Field(None, ge=1, description="eval_dev: dev items evaluated (stratified; default 16)")
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _alias(cls, v):
+        return registry.CALLBACK_ALIASES.get(v, v) if isinstance(v, str) else v
 
 
 TRAINING_END_FILE = "reports/state/training_end.json"
@@ -391,7 +401,7 @@ class TrainConfig(Strict):
     model: ModelSection = Field(default_factory=ModelSection)
     engine: EngineSection = Field(default_factory=EngineSection)
     strategy: StrategySection = Field(default_factory=StrategySection)
-    callbacks: list[CallbackSpec | str] = Field(default_factory=lambda: ["logging", "checkpoint", "eval_shadow"])
+    callbacks: list[CallbackSpec | str] = Field(default_factory=lambda: ["logging", "checkpoint", "eval_dev"])
     reward: RewardSection = Field(default_factory=RewardSection)
     scorer: ScorerSection = Field(default_factory=ScorerSection)
     pool: PoolSection = Field(default_factory=PoolSection)
@@ -419,12 +429,12 @@ class TrainConfig(Strict):
     @field_validator("callbacks")
     @classmethod
     def _callbacks(cls, v):
-        known = set(registry.CALLBACKS)
+        known = set(registry.CALLBACKS) | set(registry.CALLBACK_ALIASES)
         out = []
         for i, cb in enumerate(v):
             if isinstance(cb, str):
                 if cb not in known:
-                    raise ValueError(f"[{i}] unknown callback {cb!r}; known: {sorted(known)}")
+                    raise ValueError(f"[{i}] unknown callback {cb!r}; known: {sorted(registry.CALLBACKS)}")
                 cb = CallbackSpec(name=cb)
             out.append(cb)
         return out
@@ -637,9 +647,16 @@ class AblationGate(Strict):
 
 
 class EvalGate(Strict):
+    """RC1 thresholds on held-out deltas (trained - base, paired items). Each is judged on the end of the
+    paired-bootstrap 95 % CI least favourable to the model; the point estimate is printed beside it."""
+
+    success_delta_pp_gt: float = Field(0.0, description="overall success delta: CI lower bound must exceed it (pp)")
+    vs_majority_pp_gt: float = Field(
+        0.0, description="trained success minus the majority-class baseline on the same items: CI lower bound must "
+                         "exceed it (pp)")
     needs_clar_success_pp_min: float = 5.0
     overclar_rel_reduction_min: float = Field(0.20, ge=0, le=1)
-    avg_turns_max_increase: float = 0.0
+    avg_turns_max_increase: float = Field(0.0, description="average turns delta: CI upper bound must not exceed it")
     hard_success_pp_min: float = 5.0
 
 

@@ -17,7 +17,7 @@ DEFAULT_MODEL = "embedded:smollm2-135m-instruct"
 
 
 def _items(ws: Workspace, n: int) -> tuple[list[dict], str]:
-    from rc1.eval.harness import read_items
+    from rc1.eval.splits import read_items
 
     shadow = ws.path("data/shadow_eval_245.jsonl")
     if shadow.exists():

@@ -124,7 +124,7 @@ def test_metric_names():
 def test_a_limited_eval_set_keeps_every_task_and_bucket():
     from collections import Counter
 
-    from rc1.eval.harness import stratified_head
+    from rc1.eval.splits import stratified_head
 
     items = [{"id": f"{t}{b}{i}", "task": t, "bucket": b} for t in ("gsm8k", "hotpotqa", "strategyqa")
              for b in ("easy", "medium", "hard") for i in range(10 if t == "hotpotqa" else 5)]  # written stratum by stratum

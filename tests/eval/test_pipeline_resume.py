@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.eval.conftest import write_trainer_checkpoint
+from tests.helpers.eval import write_trainer_checkpoint
 
 
 def _pipeline(ws, config="configs/local.yaml"):
