@@ -113,10 +113,15 @@ def _torch_setup(cfg: "TrainConfig"):
     return device, eval_dtype(cfg, device)
 
 
+SHORT_DTYPE = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
 def dtype_info(cfg: "TrainConfig", device, dtype) -> dict:
     from rc1.runtime.device import cpu_bf16_supported
 
-    return {"eval": str(dtype).replace("torch.", ""), "requested": cfg.eval.dtype, "device": str(device),
+    name = str(dtype).replace("torch.", "")
+    # the training end record's vocabulary (fp32 / bf16 / fp16), so the two dtypes read alike
+    return {"eval": SHORT_DTYPE.get(name, name), "requested": cfg.eval.dtype, "device": str(device),
             "cpu_native_bf16": cpu_bf16_supported() if device.type == "cpu" else None}
 
 

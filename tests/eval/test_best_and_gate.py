@@ -304,7 +304,7 @@ def test_report_numbers_equal_the_json(ws):
                for r in [[c.strip() for c in line.split("|")[1:-1]]] if len(r) == 11]
     assert task[3] == fmt_pct(held["majority"]["by_task"]["hotpotqa"]["rate"]) == "1.0%"
     assert task[10] == f"{100 * held['mde']['by_task']['hotpotqa']['mde']:.1f} pp"
-    assert "Eval dtype: **float32**" in md and "Training dtype: **float32**" in md
+    assert "Eval dtype: **fp32**" in md and "Training dtype: **fp32**" in md
     assert "smallest success increase" in md and "completed (step 10/10)" in md
     for png in ("training_curves", "bucket_success", "reward_dims"):
         assert f"plots/{png}.png" in md and (md_path.parent / "plots" / f"{png}.png").stat().st_size > 1000

@@ -23,7 +23,7 @@ def test_eval_base_and_checkpoint_then_cached_base_and_report(tiny_ws):
     ws = tiny_ws
     cfg = load_train_config("configs/tiny.yaml", ws)
     ck = write_trainer_checkpoint(ws, cfg, 10, scale=1.05)
-    write_end_record(ws, "reports/state/training_end.json", ck, train_dtype="float32")
+    write_end_record(ws, "reports/state/training_end.json", ck, train_dtype="bf16")
     r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--batch-size", "12")
     assert r.exit_code == 0, r.output
     reports = sorted(ws.reports.glob("ppo_eval_*.json"))
@@ -41,12 +41,12 @@ def test_eval_base_and_checkpoint_then_cached_base_and_report(tiny_ws):
     assert run["best"]["updated"] and run["best"]["selection"]["split"] == "dev"
     assert ws.path("checkpoints/evt/best/step_00010/manifest.json").exists()
     # dtypes: auto is fp32 on a CPU, whatever the CPU supports; the training dtype comes from the end record
-    assert rep["dtype"]["eval"] == rep["generation"]["dtype"] == "float32" and rep["dtype"]["train"] == ["float32"]
+    assert rep["dtype"]["eval"] == "fp32" and rep["generation"]["dtype"] == "float32" and rep["dtype"]["train"] == ["bf16"]
     assert held["majority"]["overall"]["n"] == 9 and held["mde"]["overall"]["n"] == 9
     assert "non_truncated" in held["base"] and held["vs_majority"]["success"]["n"] == 9
     assert not rep["throughput"]["base"]["cached"] and rep["throughput"]["runs"][0]["episodes_per_s"] > 0
     assert len(rep["records"]["base"]["shadow"]) == 9 and len(rep["records"]["runs"][0]["dev"]) == 3
-    assert "held-out" in r.output and "majority-class baseline" in r.output and "eval dtype float32" in r.output
+    assert "held-out" in r.output and "majority-class baseline" in r.output and "eval dtype fp32" in r.output
 
     # a second eval (new checkpoint) reuses the base model's episodes of both sets: same records, no regeneration
     write_trainer_checkpoint(ws, cfg, 20, scale=0.95)
@@ -146,7 +146,8 @@ def test_eval_base_only_on_the_embedded_smollm2(ws):
     from rc1.runtime.device import cpu_bf16_supported
 
     # bf16 where the CPU computes it natively; elsewhere fp32 (emulated bf16 measured 3.3x slower)
-    assert rep["generation"]["dtype"] == rep["dtype"]["eval"] == ("bfloat16" if cpu_bf16_supported() else "float32")
+    assert rep["generation"]["dtype"] == ("bfloat16" if cpu_bf16_supported() else "float32")
+    assert rep["dtype"]["eval"] == ("bf16" if cpu_bf16_supported() else "fp32")
     assert rep["dtype"]["requested"] == "bf16" and rep["throughput"]["base"]["episodes_per_s"] > 0
 
 

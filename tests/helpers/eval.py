@@ -57,7 +57,7 @@ def write_trainer_checkpoint(ws, cfg, step: int, *, scale: float = 1.0, run_dir:
 
 
 def write_end_record(ws, end_file: str, ckpt, *, reason: str = "completed", step: int = 10, max_steps: int = 10,
-                     stopped_early: bool | None = None, train_dtype: str | None = "float32", run_dir: str | None = None):
+                     stopped_early: bool | None = None, train_dtype: str | None = "fp32", run_dir: str | None = None):
     """The training recipe's end record (reports/state/training_end*.json) for a run that ended at `ckpt`."""
     from rc1.runtime.atomic import atomic_write_json
 
@@ -122,7 +122,7 @@ def crafted_report(ws, base, runs, *, items=None, profile: str = "laptop",
     doc = {"kind": "ppo_eval", "version": REPORT_VERSION, "profile": profile, "heldout_set": "shadow", "dev_set": None,
            "run_dir": entries[0]["run_dir"] if len(entries) == 1 else None,
            "checkpoint": entries[0]["checkpoint"] if len(entries) == 1 else None,
-           "dtype": {"eval": "float32", "requested": "auto", "device": "cpu", "cpu_native_bf16": False,
+           "dtype": {"eval": "fp32", "requested": "auto", "device": "cpu", "cpu_native_bf16": False,
                      "train": sorted({e["training"]["train_dtype"] for e in entries})},
            "sets": {"shadow": {"path": "data/shadow.jsonl", "n": len(base), "n_file": len(base), "sha256": "0" * 64,
                                "role": "held-out"}},
