@@ -131,10 +131,12 @@ def load_base(cfg: "TrainConfig", device, dtype):
     return load_model(cfg, device=device, dtype=dtype, for_training=False)
 
 
-def resolve_checkpoint(ws: Workspace, run_dir: str, spec: str) -> Path:
-    """'latest' (the latest of `run_dir`), a run directory (its latest) or a step directory; verified."""
+def resolve_checkpoint(ws: Workspace, cfg: "TrainConfig", spec: str, *, run_dir: str | None = None) -> Path:
+    """'latest' (the latest of `run_dir`, default cfg.checkpoint_dir), a run directory (its latest) or a step
+    directory; verified."""
     from rc1.runtime.checkpoint import LATEST, read_latest, verify_checkpoint
 
+    run_dir = run_dir or cfg.checkpoint_dir
     if spec == LATEST:
         target = read_latest(ws.path(run_dir))
         if target is None:
@@ -420,12 +422,12 @@ def eval_targets(ws: Workspace, cfg: "TrainConfig", checkpoint: str | None = "la
             raise ConfigError(f"--seed-index {seed_index}: the config has {len(runs)} seed(s) {cfg.seed_list}")
         runs = [runs[seed_index]]
     if checkpoint not in (None, LATEST):
-        ck = resolve_checkpoint(ws, cfg.checkpoint_dir, checkpoint)
+        ck = resolve_checkpoint(ws, cfg, checkpoint)
         run = run_of_checkpoint(ws, cfg, ck)
         if seed_index is not None and (run is None or run.index != seed_index):
             raise ConfigError(f"checkpoint {checkpoint} is not a checkpoint of seed run {seed_index} ({runs[0].checkpoint_dir})")
         return [Target(run, ck)]
-    found = [Target(r, resolve_checkpoint(ws, r.checkpoint_dir, LATEST)) for r in runs
+    found = [Target(r, resolve_checkpoint(ws, cfg, LATEST, run_dir=r.checkpoint_dir)) for r in runs
              if read_latest(ws.path(r.checkpoint_dir)) is not None]
     if not found:
         where = ", ".join(r.checkpoint_dir for r in runs)

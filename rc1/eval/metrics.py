@@ -203,11 +203,11 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict:
         "avg_tool_hops": {"mean": hops_mean, "ci95": list(hops_ci) if hops_ci else None},
         "truncated": proportion(sum(r.truncated for r in rs), len(rs)),
         "non_truncated": {"success": _success(r for r in rs if not r.truncated),
-                          "by_task": {t: _success(r for r in rs if r.task == t and not r.truncated) for t in TASKS
-                                      if any(r.task == t for r in rs)},
+                          "by_task": {t: _success(r for r in rs if r.task == t and not r.truncated)
+                                      for t in task_order(r.task for r in rs)},
                           "truncated_by_task": {t: proportion(sum(r.truncated for r in rs if r.task == t),
-                                                              sum(r.task == t for r in rs)) for t in TASKS
-                                                if any(r.task == t for r in rs)}},
+                                                              sum(r.task == t for r in rs))
+                                                for t in task_order(r.task for r in rs)}},
         # seed 003 §4.3: the difficulty split also covers over-clarification and turns
         "by_bucket_behaviour": {b: _behaviour([r for r in rs if r.bucket == b]) for b in BUCKETS
                                 if any(r.bucket == b for r in rs)},
@@ -286,18 +286,22 @@ def _gold_text(item: dict) -> str:
 def majority_baseline(items: Sequence[dict]) -> dict:
     """Per task, the score of answering every item with the task's most common gold answer.
 
-    "Most common" is counted by the task's verifier (the gold answer that, given to every item of the
-    task, is verified correct most often; ties: the first in sorted order), so "12" and "12.0" or a
-    gold answer and an item's alias count as one answer. It is computed on these items' own labels."""
-    from rc1.rewards.verifiers import verify
+    "Most common" is counted by the items' own verifier (the gold answer that, given to every item of the
+    task, is verified correct most often; ties: the first in sorted order), so "12" and "12.0" or a gold
+    answer and an item's alias count as one answer. It is computed on these items' own labels."""
+    from types import SimpleNamespace
+
+    from rc1.config.schema import task_order
+    from rc1.rewards.verifiers import verify_episode
 
     per_item: dict[str, bool] = {}
     by_task: dict[str, dict] = {}
-    for task in [t for t in TASKS if any(it["task"] == t for it in items)]:
+    for task in task_order(it["task"] for it in items):
         its = [it for it in items if it["task"] == task]
         best: tuple[int, str, list[bool]] | None = None
         for answer in sorted({_gold_text(it) for it in its}):
-            hits = [verify(task, answer, it["answer"], it.get("aliases") or ()).success for it in its]
+            said = SimpleNamespace(truncated=False, final_answer=answer)
+            hits = [verify_episode(it, said).success for it in its]
             if best is None or sum(hits) > best[0]:
                 best = (sum(hits), answer, hits)
         assert best is not None
@@ -317,8 +321,8 @@ def versus_baseline(records: Sequence[EpisodeRecord], baseline_success: dict[str
     base = [replace(r, success=bool(baseline_success[r.item_id])) for r in rs]
     succ = lambda r: r.success  # noqa: E731
     return {"n": len(rs), "success": _delta_prop(base, rs, lambda r: True, succ),
-            "by_task": {t: _delta_prop(base, rs, lambda r, t=t: r.task == t, succ) for t in TASKS
-                        if any(r.task == t for r in rs)}}
+            "by_task": {t: _delta_prop(base, rs, lambda r, t=t: r.task == t, succ)
+                        for t in task_order(r.task for r in rs)}}
 
 
 MDE_ALPHA, MDE_POWER = 0.05, 0.80
@@ -359,8 +363,7 @@ def mde_table(records: Sequence[EpisodeRecord]) -> dict:
         return {"n": len(rs), "base_rate": p0, "mde": mde_paired(len(rs), p0)}
 
     rs = list(records)
-    return {"overall": one(rs), "by_task": {t: one([r for r in rs if r.task == t]) for t in TASKS
-                                            if any(r.task == t for r in rs)},
+    return {"overall": one(rs), "by_task": {t: one([r for r in rs if r.task == t]) for t in task_order(r.task for r in rs)},
             "alpha": MDE_ALPHA, "power": MDE_POWER, "assumption": MDE_ASSUMPTION}
 
 

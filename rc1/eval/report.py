@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rc1.config.schema import BUCKETS, REWARD_DIMENSIONS, TASKS
+from rc1.config.schema import BUCKETS, REWARD_DIMENSIONS
 from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import read_sidecar, register_artifact, sha256_file, sha256_tree
@@ -155,7 +155,7 @@ def plot_reward_dims(rows: list[dict], out: Path) -> bool:
 def _groups(summary: dict) -> list[tuple[str, dict]]:
     out = [("overall", summary["success"])]
     out += [(b, summary["by_bucket"][b]) for b in BUCKETS if b in summary["by_bucket"]]
-    out += [(t, summary["by_task"][t]) for t in TASKS if t in summary["by_task"]]
+    out += list(summary["by_task"].items())  # built-in tasks first, then custom ones (rc1.config.schema.task_order)
     out += [("hard hq+sq", summary["hard_hq_sq"]), ("needs clar.", summary["needs_clar_success"])]
     return out
 
@@ -257,10 +257,8 @@ def _success_table(held: dict) -> list[str]:
         if b in base["by_bucket"]:
             lines.append(row(f"bucket {b}", base["by_bucket"][b], trained and trained["by_bucket"].get(b),
                              delta and delta["by_bucket"].get(b)))
-    for t in TASKS:
-        if t in base["by_task"]:
-            lines.append(row(f"task {t}", base["by_task"][t], trained and trained["by_task"].get(t),
-                             delta and delta["by_task"].get(t)))
+    for t, part in base["by_task"].items():
+        lines.append(row(f"task {t}", part, trained and trained["by_task"].get(t), delta and delta["by_task"].get(t)))
     lines.append(row("hard bucket, hotpotqa+strategyqa", base["hard_hq_sq"], trained and trained["hard_hq_sq"],
                      delta and delta["hard_hq_sq"]))
     lines.append(row("needs clarification", base["needs_clar_success"], trained and trained["needs_clar_success"],

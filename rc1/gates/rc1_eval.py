@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 
+from rc1.eval.metrics import HARD_TASKS
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.fingerprint import Evidence, read_sidecar, sha256_file
 
@@ -178,10 +179,14 @@ def heldout_checks(g, held: dict, prefix: str = "") -> list[Check]:
                          f"point estimate {t['delta']:+.3f}, 95% CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; "
                          f"base {t['base']:.3f} -> trained {t['trained']:.3f} turns"))
 
-    out.append(gain("hard-bucket success delta, hotpotqa+strategyqa (pp, CI lower bound)", delta["hard_hq_sq"],
-                    g.hard_success_pp_min, False,
-                    f"base {_wilson_txt(base['hard_hq_sq'])} -> trained {_wilson_txt(trained['hard_hq_sq'])}",
-                    "no hard hotpotqa/strategyqa items in the held-out set"))
+    name = "hard-bucket success delta, hotpotqa+strategyqa (pp, CI lower bound)"
+    if not set(base["by_task"]) & set(HARD_TASKS):
+        out.append(Check.not_applicable(prefix + name, "the held-out set has no hotpotqa or strategyqa items "
+                                        f"(tasks: {', '.join(base['by_task'])})"))
+    else:
+        out.append(gain(name, delta["hard_hq_sq"], g.hard_success_pp_min, False,
+                        f"base {_wilson_txt(base['hard_hq_sq'])} -> trained {_wilson_txt(trained['hard_hq_sq'])}",
+                        "no hard hotpotqa/strategyqa items in the held-out set"))
     return out
 
 

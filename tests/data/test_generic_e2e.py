@@ -106,11 +106,14 @@ def test_a_numeric_custom_task_passes_the_gates_trains_and_evaluates(tmp_path):
 
     res = rc1(ws, "eval", "--config", "configs/arith.yaml", "--shadow-only", "--batch-size", "12")
     assert res.exit_code == 0, res.output
+    from rc1.eval.harness import run_view
+
     report = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
-    held = report["results"]["shadow"]
+    held = run_view(report, report["runs"][0], "shadow")
     assert held["base"]["n"] == 12 and held["trained"]["n"] == 12 and list(held["base"]["by_task"]) == ["arith"]
     assert list(held["delta"]["by_task"]) == ["arith"] and held["delta"]["n_paired"] == 12
-    assert {r["item_id"] for r in report["records"]["shadow"]["trained"]} == {it["id"] for it in shadow}
+    assert list(held["majority"]["by_task"]) == ["arith"] and list(held["mde"]["by_task"]) == ["arith"]
+    assert {r["item_id"] for r in report["records"]["runs"][0]["shadow"]} == {it["id"] for it in shadow}
 
 
 RAISES_ON_ONE = """\

@@ -173,6 +173,14 @@ def test_no_items_of_a_kind_is_not_measurable(ws, gate_ctx):
     assert c.status == "not measurable" and "no needs-clarification items" in c.detail
 
 
+def test_hard_bucket_check_is_not_applicable_without_hotpotqa_or_strategyqa_items(ws, gate_ctx):
+    base = recs(ok_need=10, overclar=25, ok_hard=15, task="gsm8k")
+    report_for(ws, recs(ok_need=25, overclar=5, ok_hard=30, task="gsm8k"), base)
+    res = run_gate(gate_ctx)
+    c = checks(res)["hard-bucket success delta, hotpotqa+strategyqa (pp, CI lower bound)"]
+    assert c.status == "not applicable" and c.passed and "tasks: gsm8k" in c.detail and res.passed
+
+
 def test_an_early_stopped_run_needs_the_operators_audited_acceptance(ws, gate_ctx):
     from rc1.config.load import load_train_config
     from rc1.eval.runs import accept_early_stop
