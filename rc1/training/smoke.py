@@ -13,7 +13,7 @@ directory's; so a Qwen3-Thinking config rolls out in Qwen3-Thinking's chat forma
 data (a few items of the config's task mix from the pool builder, with the workspace's templates; one
 prompt per micro-step, each rolled out num_generations times), the lengths (SMOKE_MAX_NEW_TOKENS per turn, SMOKE_MAX_LENGTH per episode), and the steps: one accumulation
 window (gradient_accumulation micro-steps; PPO's further epochs add their own updates; a TRL step is
-already a whole window), ending in a checkpoint and, with eval_shadow, one eval. The rewards get a
+already a whole window), ending in a checkpoint and, with eval_dev, one eval. The rewards get a
 tie-break below 1e-3 per episode: a random model's episodes all score the same, which would leave
 group-relative advantages (and DPO pairs) empty and the backward pass untested.
 
@@ -88,7 +88,7 @@ def smoke_config(cfg, accumulation_steps: int):
     data["steps"] = accumulation_steps
     data["seeds"] = None
     for cb in data["callbacks"]:
-        if cb.get("name") == "eval_shadow":
+        if cb.get("name") == "eval_dev":
             cb["eval_items"] = SMOKE_EVAL_ITEMS
     return TrainConfig.model_validate(data)
 
@@ -131,7 +131,7 @@ def write_items(tmp: Workspace, cfg, source: Workspace) -> None:
     if not templates.is_dir():
         raise ConfigError(f"smoke: pool.templates_dir {cfg.pool.templates_dir} not found in the workspace "
                           "(the smoke builds its items with the pool builder)")
-    n = SMOKE_TRAIN_ITEMS + SMOKE_EVAL_ITEMS
+    n = SMOKE_TRAIN_ITEMS + 2 * SMOKE_EVAL_ITEMS  # dev and held-out sets never share items (rc1.eval.splits)
     params = BuildParams(n=3 * n, mix=dict(cfg.datasets.mix), max_turns=cfg.pool.max_turns, tools=list(cfg.pool.tools),
                          templates_dir=templates, seed=cfg.pool.seed, space="smoke", id_prefix="smoke",
                          clarify_rate=cfg.pool.clarify_rate)
@@ -139,8 +139,9 @@ def write_items(tmp: Workspace, cfg, source: Workspace) -> None:
     items = sorted(build_pool(params), key=lambda it: sum(len(m["content"]) for m in it["messages"]))[:n]
     for it in items:
         it["bucket"] = it["meta"].get("level") or "medium"
-    train, held = items[:SMOKE_TRAIN_ITEMS], items[SMOKE_TRAIN_ITEMS:]
-    for rel, rows in ((cfg.seed_pool, train), (cfg.data.train_path, train), (cfg.data.eval_path, held),
+    train = items[:SMOKE_TRAIN_ITEMS]
+    dev, held = items[SMOKE_TRAIN_ITEMS:SMOKE_TRAIN_ITEMS + SMOKE_EVAL_ITEMS], items[SMOKE_TRAIN_ITEMS + SMOKE_EVAL_ITEMS:]
+    for rel, rows in ((cfg.seed_pool, train), (cfg.data.train_path, train), (cfg.data.eval_path, dev),
                       (cfg.data.shadow_path, held)):
         write_jsonl(tmp.path(rel), rows)
 
