@@ -12,7 +12,10 @@ Reported per engine: seconds per step (median), completion tokens per second, pe
 Option `learning`: accuracy (greedy, exact answer) on 200 held-out arithmetic items before
 and after `budget_s` seconds of pure-engine GRPO on disjoint training items.
 
-Other bases and methods: `base`, `finetune`, `engines`, `prompts`, `generations`, `max_new_tokens`.
+Other bases and methods (`base`, `finetune`, `engines`, `prompts`, `generations`, `max_new_tokens`):
+e.g. `rc1 bench grpo --base random:qwen3-4b --finetune qlora --engines pure_pt --steps 20` times
+20 GRPO steps of a random-weight model of Qwen3-4B's exact shape (rc1.models.shapes) on whatever
+device is there (cuda first), and reports s/step and peak memory.
 """
 
 from __future__ import annotations

@@ -53,7 +53,8 @@ def grpo(
     learning: Annotated[bool, typer.Option(help="also run the held-out learning check")] = False,
     budget_s: Annotated[float, typer.Option(help="seconds of training in the learning check")] = 600.0,
     threads: Threads = None,
-    base: Annotated[Optional[str], typer.Option(help="model.base (default the embedded SmolLM2)")] = None,
+    base: Annotated[Optional[str], typer.Option(help="model.base (default the embedded SmolLM2; "
+                                                     "random:qwen3-4b for the production shape)")] = None,
     finetune: Annotated[str, typer.Option(help="finetune.method: full, lora or qlora")] = "full",
     engines: Annotated[str, typer.Option(help="comma-separated engines to time: pure_pt,trl")] = "pure_pt,trl",
     prompts: Annotated[Optional[int], typer.Option(help="prompts per step (default 8; quick 4)")] = None,
