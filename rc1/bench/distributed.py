@@ -1,8 +1,8 @@
 """`rc1 bench distributed`: N processes vs 1 process with the same gradient accumulation.
 
-Work: GRPO (or `--set strategy=ppo|rloo|...`), full fine-tuning (or LoRA), `steps` optimizer steps of
+Work: GRPO (or `--strategy ppo|rloo|...`), full fine-tuning (or LoRA), `steps` optimizer steps of
 run.gradient_accumulation = N micro-steps,
-on `random:qwen3-tiny` (or a random Qwen3 of a larger shape: `--set shape=qwen3-0.6b|qwen3-1.7b|qwen3-4b`),
+on `random:qwen3-tiny` (or a random Qwen3 of a larger shape: `--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b`),
 the same data, config and seeds. The 1-process run trains in a fresh process; the N-process run is launched
 exactly as `rc1 train --nproc N` launches it (rc1.training.launcher, Accelerate, DDP). One thread per
 process. Both runs go through the TrainingRecipe `rc1 train` uses (no gates, no checkpoints).
@@ -13,8 +13,8 @@ Reported (reports/bench/distributed.json): `max_abs_param_diff` between the two 
 after the first), peak memory of every rank (CUDA allocator peak on a GPU, peak RSS on a CPU), and the
 machine: CPU / GPU, cores, load average before and after.
 
-Usage: rc1 bench distributed [--set steps=4 --set processes=2 --set device=cuda --set shape=qwen3-0.6b
---set finetune=lora]. The worker entry (`python -m rc1.bench.distributed --workdir W worker CONFIG OUT`) is
+Usage: rc1 bench distributed [--steps 4 --processes 2 --device cuda --shape qwen3-0.6b
+--finetune lora]. The worker entry (`python -m rc1.bench.distributed --workdir W worker CONFIG OUT`) is
 what both runs execute.
 """
 
@@ -158,7 +158,7 @@ def run(ws, quick: bool = False, steps: int = 4, processes: int = 2, device: str
     if shape != "tiny" and shape not in SHAPES:
         from rc1.runtime.errors import ConfigError
 
-        raise ConfigError(f"--set shape={shape}: known shapes: tiny, {', '.join(SHAPES)}")
+        raise ConfigError(f"--shape {shape}: known shapes: tiny, {', '.join(SHAPES)}")
     work = {"strategy": strategy, "prompts": prompts, "completions_per_prompt": completions, "lr": lr,
             "backend": backend,
             "max_new_tokens": max_new_tokens or (8 if quick else 16)}

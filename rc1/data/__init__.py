@@ -17,7 +17,7 @@ clarify items), `generic` (custom tasks: a JSONL task file + a named verifier ->
 split), `applicability` (which checks a custom task's items lack the fields for: reported N/A with the
 reason), `v1` (the deliberately simpler previous generator), `diversity` (lexical stats,
 MinHash-LSH dedup and leak check), `difficulty` (metrics, buckets, balancing, report), `tokens`
-(base-model token counts with a recorded fallback chain), `bench` (`rc1 bench data`).
+(base-model token counts with a recorded fallback chain). Its benchmark is rc1.bench.data.
 
 Definitions worth knowing:
 - distinct-n / TTR are the mean over batches of 64 items of a seeded 4096-item sample: corpus-level

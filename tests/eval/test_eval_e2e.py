@@ -192,7 +192,7 @@ def test_checkpoint_weights_full_and_lora_adapter_are_applied(tiny_ws):
 
 
 def test_eval_bench_reports_episodes_per_second(tiny_ws):
-    from rc1.eval.bench import run
+    from rc1.bench.eval import run
 
     out = run(tiny_ws, quick=True, model="random:qwen3-tiny", n=4, batch_sizes=[2, 4], max_new_tokens=4, dtype="bf16")
     assert out["items"] == 4 and out["dtype"] == "bf16" and [r["batch_size"] for r in out["runs"]] == [2, 4]
