@@ -35,6 +35,7 @@ from rc1.envs.sampling import sampling_logits
 from rc1.runtime.checkpoint import (ADAPTER_FILE, KEY_EXTRA_MODULES, KEY_OPTIMIZER, KEY_PENDING_GRADS,
                                     KEY_SCALER, KEY_SCHEDULER, KEY_WEIGHTS, KEY_WEIGHTS_FILE, MODEL_FILE)
 from rc1.runtime.device import dtype_for, get_device, memory_used_mb, to_device
+from rc1.runtime.spans import Spans
 
 log = logging.getLogger("rc1.engine")
 
@@ -116,6 +117,7 @@ class PurePTEngine:
         self.scheduler = None
         self.scaler = None
         self.updates = 0
+        self.spans = Spans()  # time/generate_s: the recipe drains it into each step's metrics
 
     # ------------------------------------------------------------------ setup
     def setup(self, cfg) -> None:
@@ -182,7 +184,11 @@ class PurePTEngine:
         import torch
 
         e = self.cfg.engine
-        self.optimizer = torch.optim.AdamW(self.trainable_parameters(), lr=e.lr, weight_decay=e.weight_decay)
+        # fused: one kernel over all parameters, the same maths; on a 2-core CPU 0.45 -> 0.08 s per step of a
+        # 135M model. Left to the default for distributed runs, whose wrappers may own the parameters.
+        fused = self.device.type in ("cpu", "cuda") and not self.dist.distributed
+        self.optimizer = torch.optim.AdamW(self.trainable_parameters(), lr=e.lr, weight_decay=e.weight_decay,
+                                           fused=fused or None)
         total_updates = math.ceil(self.cfg.run.max_steps / self.cfg.run.gradient_accumulation)
         total_updates *= self.cfg.strategy.ppo_epochs if self.cfg.strategy.name == "ppo" else 1
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -342,7 +348,7 @@ class PurePTEngine:
                     max_length=self.cfg.data.max_length, max_turns=self.cfg.strategy.max_turns,
                     multi_turn=self.cfg.strategy.multi_turn)
 
-            with torch.no_grad(), (self.autocast() if amp else contextlib.nullcontext()):
+            with torch.no_grad(), (self.autocast() if amp else contextlib.nullcontext()), self.spans("generate"):
                 # sharded weights are gathered only inside the wrapper; DDP replicas generate directly
                 episodes = self._under_wrapper(generate) if self.sharded else generate()
         finally:

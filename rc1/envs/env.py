@@ -31,6 +31,11 @@ Qwen3-Thinking's generation prompt opens the think block (`<think>\n`): the mode
 reasoning, `</think>`, then the visible reply. The opening tag the template wrote is part of the
 assistant's message, so `model_text` and the transcript carry it (`ChatFormat.think_prefix`): an
 unclosed block is then reasoning everywhere text is read (answer parsing, reward dimensions, judge).
+
+A plain single-turn task (`item["single_turn"]` true, see `is_single_turn`) skips the protocol: its
+messages are the whole prompt (no protocol system prompt), the model answers in one turn, and the
+visible text of that turn is read for the final answer. The same chat-formatted prompt a plain
+trainer (TRL's GRPOTrainer) would give the model.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from typing import Iterable
 
 from rc1.envs.answers import extract_final_answer
 from rc1.envs.episode import Episode, TurnSample
-from rc1.envs.protocol import THINK_CLOSE, THINK_OPEN, parse_action, system_prompt
+from rc1.envs.protocol import THINK_CLOSE, THINK_OPEN, parse_action, system_prompt, visible_text
 from rc1.envs.tools import run_calc, wiki_search
 
 DEFAULT_MAX_TURNS = 6
@@ -118,8 +123,17 @@ def as_rendered(transcript: list[dict]) -> list[dict]:
     return [{"role": "user" if m["role"] == "tool" else m["role"], "content": m["content"]} for m in transcript]
 
 
+def is_single_turn(item: dict) -> bool:
+    """A plain single-turn task: no protocol system prompt, one model turn, its visible text is the answer."""
+    return bool(item.get("single_turn"))
+
+
 def episode_messages(item: dict) -> list[dict]:
-    """The first prompt of an item: the protocol system prompt (+ the item's own system text), then its messages."""
+    """The first prompt of an item: the protocol system prompt (+ the item's own system text), then its
+    messages; a single-turn item's messages as they are."""
+    if is_single_turn(item):
+        msgs = [{"role": m["role"], "content": m["content"]} for m in item.get("messages") or []]
+        return msgs or [{"role": "user", "content": item["question"]}]
     tools = [t for t in item.get("tools", ["wiki", "calc"]) if t in ("wiki", "calc")]
     system = system_prompt(tools)
     rest = []
@@ -165,7 +179,7 @@ class EpisodeState:
     @classmethod
     def start(cls, item: dict, fmt: ChatFormat, *, max_turns: int | None = None,
               max_length: int | None = None, multi_turn: str = "concat") -> "EpisodeState":
-        limit = max_turns or item.get("max_turns") or DEFAULT_MAX_TURNS
+        limit = 1 if is_single_turn(item) else (max_turns or item.get("max_turns") or DEFAULT_MAX_TURNS)
         state = cls(item=item, fmt=fmt, max_turns=int(limit), max_length=max_length,
                     multi_turn=resolve_multi_turn(multi_turn, fmt))
         state.transcript = episode_messages(item)
@@ -179,6 +193,10 @@ class EpisodeState:
     @property
     def split(self) -> bool:
         return self.multi_turn == "split_turns"
+
+    @property
+    def single_turn(self) -> bool:
+        return is_single_turn(self.item)
 
     def room_for(self, max_new_tokens: int) -> int:
         """How many tokens the next turn may generate within `max_length` (all of them when unset)."""
@@ -209,6 +227,13 @@ class EpisodeState:
         text = self.fmt.decode(generated)
         self.model_texts.append(self.fmt.think_prefix + text)
         self.transcript.append({"role": "assistant", "content": self.fmt.think_prefix + text})
+        if self.single_turn:
+            if hit_limit:
+                self.truncated = True
+            else:
+                self.final_answer = extract_final_answer(visible_text(text, starts_in_think=self.fmt.starts_in_think))
+            self.done = True
+            return
         action = parse_action(text, starts_in_think=self.fmt.starts_in_think)
         if self.split:  # this turn is a training sample: its prompt is exactly what it was generated from
             self.samples.append(TurnSample(list(self.ids), list(self.mask), turn_logprobs))

@@ -49,6 +49,7 @@ from rc1.runtime import checkpoint as ckpt
 from rc1.rewards.verifiers import VerifierError
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fatal import CONTEXT
+from rc1.runtime.spans import Spans
 from rc1.training.base import RecipeBase, rollout_seed
 from rc1.training.distributed import merge_records, rank_info
 
@@ -76,6 +77,7 @@ class TrainingRecipe(RecipeBase):
         self.feedback: list[tuple] = []   # (micro-step, order, item id, success rate) of the open window
         self.window_kls: list = []        # the KL of each of the window's micro-steps, in micro-step order
         self.iteration_steps = self.dist.world_size  # each iteration runs one micro-step per rank
+        self.spans = Spans()              # where each step's time goes: time/<span>_s (rc1.runtime.spans)
         if self.resume:
             self._load(ckpt.resolve_resume(self.ws, self.run_dir, self.resume, config_hash=self.resume_hash,
                                            config_dump=self.resume_dump, fallback=self.resume_fallback))
@@ -142,13 +144,17 @@ class TrainingRecipe(RecipeBase):
                 self.stop_reason = "verifier_error"
                 self.finish()
                 raise
-            plan = self.strategy.plan(batch, rollout)
-            record.update(plan.metrics)
             t_rollout = time.perf_counter() - t0
+            self.spans.restart()
+            plan = self.strategy.plan(batch, rollout)
+            self.spans.lap("plan")  # collate, advantages, old/reference log-probs when the strategy needs them
+            record.update(plan.metrics)
             if batch.step == 0 and rollout is not None and self.resumed_from is None:
                 self.zero_signal_guard(rollout.stats, len(rollout.rewards) // rollout.group_size, rollout.group_size)
             closes_window = self.accum_position + n >= accum
+            self.spans.restart()
             record.update(self.engine.backward(plan, scale=n / accum, sync=closes_window))
+            self.spans.lap("backward")  # forward + loss + backward
             self.accum_position += n
             if plan.epochs > 1:
                 self.window.append(plan)
@@ -157,12 +163,16 @@ class TrainingRecipe(RecipeBase):
                                   for item_id, rate in rollout.group_success().items()]
             if closes_window:
                 record.update(self.close_window(accum))
+                self.spans.lap("optimizer")  # clip + optimizer step (+ the plans' further epochs)
             self.step += n
             self.steps_this_process += n
             record["lr"] = self.engine.current_lr()
             record["accum_position"] = self.accum_position
             record["sec_per_step"] = time.perf_counter() - t0
-            record["time/rollout_s"] = t_rollout  # generation + scoring + reference pass
+            record["time/rollout_s"] = t_rollout  # generation + scoring + redraws
+            record.update(self.spans.drain())
+            if hasattr(self.engine, "spans"):  # the engine's own spans (pure_pt: time/generate_s)
+                record.update(self.engine.spans.drain())
             record = self.end_iteration(record, closes_window)
             self.watch(record)
             self.on_step_end(record)
