@@ -10,6 +10,7 @@ returns the result; `run_area` runs one and writes reports/bench/<area>.json.
   eval     eval episodes/s and generated tokens/s
   console  console ready time, render and key-press latency
   distributed  1 process with accumulation vs N processes: equal parameters, s/step
+  learn    rc1 vs TRL GRPO on the same budget: held-out accuracy against wall time
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed")
+AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed", "learn")
 
 
 def report_path(ws, area: str) -> Path:

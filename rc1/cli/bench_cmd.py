@@ -119,5 +119,17 @@ def distributed(
          finetune=finetune, backend=backend, strategy=strategy, max_new_tokens=max_new_tokens)
 
 
+@bench_app.command("learn")
+def learn(
+    budget_s: Annotated[float, typer.Option(help="seconds of training for each trainer (evaluation off the clock)")] = 900.0,
+    model: Annotated[str, typer.Option(help="model.base both trainers train")] = "embedded:smollm2-135m-instruct",
+    eval_items: Annotated[int, typer.Option(help="held-out items (fewer than 100 only for a smoke run)")] = 100,
+    eval_every_s: Annotated[Optional[float], typer.Option(help="seconds of training between evals (default budget/15)")] = None,
+    threads: Threads = None,
+) -> None:
+    """rc1's pure PyTorch engine vs TRL's GRPOTrainer on the same task and budget: accuracy against time."""
+    _run("learn", budget_s=budget_s, model=model, eval_items=eval_items, eval_every_s=eval_every_s, threads=threads)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(bench_app, name="bench")
