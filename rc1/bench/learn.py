@@ -135,7 +135,7 @@ def single_turn_episode(fmt, item: dict, completion_ids: list[int], max_new_toke
     return state.to_episode()
 
 
-def greedy_accuracy(model, tokenizer, items: list[dict], max_new_tokens: int, batch_size: int = 64) -> float:
+def greedy_accuracy(model, tokenizer, items: list[dict], max_new_tokens: int, batch_size: int = 128) -> float:
     """Share of `items` answered correctly by greedy decoding (one turn), the eval of both trainers."""
     from rc1.envs.rollout import generate_episodes
 
