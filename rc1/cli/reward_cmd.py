@@ -31,6 +31,16 @@ def _gates(ws, cfg):
     return load_gates_config(cfg.gates, ws) if ws.path(cfg.gates).exists() else GatesConfig()
 
 
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _pct(ci: dict) -> str:
+    """'median +12.0% (95% CI [-3.1, +40.2])' of a calibration improvement."""
+    return (f"median {ci['median']:+.1f}% ({ci['confidence']:.0%} CI [{ci['lo']:+.1f}, {ci['hi']:+.1f}])"
+            if ci.get("n") else "n/a (no resample could be scored)")
+
+
 def register(app: typer.Typer) -> None:
     reward = typer.Typer(help="Reward and scorer: probe, assert-live, calibrate, shadow-run, ablate-overclar.",
                          no_args_is_help=True)
@@ -38,25 +48,40 @@ def register(app: typer.Typer) -> None:
 
     @reward.command("probe")
     def probe(
-        n: Annotated[int, typer.Option(help="items to grade (each with K samples)")] = 8,
+        n: Annotated[int, typer.Option(help="items per task to grade (each with a correct and two wrong responses)")] = 8,
         provider: Annotated[Optional[str], typer.Option(help="openai | deepseek | gemini | local (default: config)")] = None,
         live: Annotated[bool, typer.Option("--live/--allow-cache", help="require real calls (no cache hits)")] = True,
         seed: Annotated[Optional[int], typer.Option(help="probe prompt seed (default: fresh each run)")] = None,
         config: ConfigOpt = None,
     ) -> None:
-        """Grade n probe items through the judge; writes reports/scorer_probe.json. Exit 3 if not live."""
+        """Grade known-correct and known-wrong answers through the judge; writes reports/scorer_probe.json.
+
+        Exit 3 when the judge does not discriminate (AUC CI lower bound below gates scorer.auc_min), is not
+        live, or its replies hold no valid grade."""
         from rc1.rewards.probe import PROBE_REPORT, run_probe
         from rc1.runtime.errors import GateRefused
 
         ws = workspace()
         cfg = _config(ws, config)
-        r = run_probe(ws, cfg, provider=provider, n=n, live=live, seed=seed)
-        typer.echo(f"probe {r['provider']} ({r['model']} at {r['base_url']}): {r['samples']} samples, "
-                   f"live {r['live_samples']}, cache {r['cache_samples']}, failed {r['failed_samples']}, "
-                   f"errors {r['error_samples']}")
+        g = _gates(ws, cfg).scorer
+        r = run_probe(ws, cfg, provider=provider, n=n, live=live, seed=seed, auc_min=g.auc_min,
+                      confidence=g.auc_confidence)
+        d = r["discrimination"]
+        typer.echo(f"probe {r['provider']} ({r['model']} at {r['base_url']}, method {r['method']}): {r['responses']} "
+                   f"responses to {r['items']} items, {r['samples']} samples: live {r['live_samples']}, cache "
+                   f"{r['cache_samples']}, failed {r['failed_samples']}, errors {r['error_samples']} ({r['seconds']:.1f}s)")
         typer.echo(f"  latency p50 {r['latency_p50_s'] or 0:.3f}s p95 {r['latency_p95_s'] or 0:.3f}s, "
-                   f"billable tokens {r['billable_tokens']}, 429 rate {r['rate_429']:.3f}, "
-                   f"mean grade correct/wrong {r['mean_grade_correct']}/{r['mean_grade_wrong']}")
+                   f"billable tokens {r['billable_tokens']}, 429 rate {r['rate_429']:.3f}")
+        ci = d["ci"]
+        typer.echo(f"  discrimination: AUC {_num(d['auc'])} ({d['confidence']:.0%} CI [{_num(ci[0])}, {_num(ci[1])}], "
+                   f"threshold: lower bound >= {d['auc_min']:g}) on {d['n_correct']} correct / {d['n_wrong']} wrong: "
+                   f"{d['verdict']}; per task " + ", ".join(f"{t} {_num(v['auc'])}" for t, v in r["by_task"].items()))
+        a = r["agreement"]
+        typer.echo(f"  agreement with the verifier (judged correct at grade >= {a['judged_correct_at']:g}): "
+                   f"{_num(a['overall'])}; mean grade correct/wrong {_num(r['mean_grade_correct'])}/"
+                   f"{_num(r['mean_grade_wrong'])}")
+        for e in (sc for sc in r["scores"] if sc["errors"]):
+            typer.echo(f"  {e['item_id']}/{e['kind']}: " + "; ".join(e["errors"]))
         typer.echo(f"wrote {PROBE_REPORT}")
         if not r["passed"]:
             raise GateRefused("scorer probe failed: " + r["problems"][0], lines=r["problems"][1:])

