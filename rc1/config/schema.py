@@ -354,8 +354,11 @@ class TrainConfig(Strict):
 
 # ----------------------------------------------------------------------------- gates config
 class PoolGate(Strict):
-    distinct2_min: float = Field(0.60, ge=0, le=1)
-    kl3_min: float = Field(0.15, ge=0)
+    distinct2_min: float = Field(0.60, ge=0, le=1, description="mean distinct-2 over windows of distinct2_window items")
+    distinct2_window: int = Field(64, ge=2, description="items per window of the distinct-2 mean")
+    diversity_sample: int = Field(4096, ge=2, description="items (seeded sample) the windowed lexical statistics read")
+    kl3_min: float = Field(0.15, description="3-gram KL(pool || v1) minus the pool's split-half KL, nats (tiny test pools may need < 0)")
+    kl_sample: int = Field(2048, ge=1, description="items in each pool half and in the v1 sample of the KL check")
     roles_min: int = Field(4, ge=0)
     styles_min: int = Field(3, ge=0)
     dup_max_pct: float = Field(2.0, ge=0, le=100)

@@ -13,7 +13,7 @@ from tests.helpers.configs import gates_yaml
 GATES = gates_yaml({
     "profile": "laptop",
     "note": "test profile: small pools, so the lexical thresholds are relaxed; leak and overlap checks are the production ones",
-    "pool": {"distinct2_min": 0.0, "kl3_min": 0.0, "roles_min": 1, "styles_min": 1, "dup_max_pct": 100, "len_min": 0,
+    "pool": {"distinct2_min": 0.0, "kl3_min": -10.0, "roles_min": 1, "styles_min": 1, "dup_max_pct": 100, "len_min": 0,
              "len_max": 100000, "mix_tol_pp": 100, "leak_ngram": 5, "leak_sim_max": 0.85, "near_dup_jaccard": 0.9,
              "min_items": 1},
     "difficulty": {"hard_min": 0.0, "easy_max": 1.0, "len_max": 100000, "turns_max": 100, "tool_hops_max": 100,
