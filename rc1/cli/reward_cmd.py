@@ -157,6 +157,41 @@ def register(app: typer.Typer) -> None:
         config: ConfigOpt = None,
     ) -> None:
         """Score base-model responses on the shadow set with the old and the new reward."""
+    @reward.command("base-answers")
+    def base_answers_cmd(
+        items: Annotated[Optional[str], typer.Option(help="item file (default: the dev split, data.eval_path)")] = None,
+        n: Annotated[Optional[int], typer.Option(help="items to answer (stratified; default: all)")] = None,
+        generations: Annotated[int, typer.Option(help="answers per item (sampled with the model's temperature)")] = 3,
+        answers: Annotated[Optional[int], typer.Option(help="total answers wanted: sets --generations to "
+                                                            "ceil(answers / items)")] = None,
+        max_turns: Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")] = None,
+        seed: Annotated[int, typer.Option(help="sampling seed")] = 20250820,
+        batch_size: Annotated[int, typer.Option(help="generation batch size")] = 8,
+        config: ConfigOpt = None,
+    ) -> None:
+        """The base model answers the dev split: data/responses_dev_base.jsonl (reused while it matches).
+
+        The difficulty gate checks the buckets against these outcomes; `rc1 reward calibrate --responses`
+        can fit on them."""
+        from rc1.rewards.responses import DEV_BASE_TAG, load_item_file, obtain_responses, responses_path
+        from rc1.rewards.verifiers import verify_episode
+        from rc1.rewards.reward import ScoredEpisode
+
+        ws = workspace()
+        cfg = _config(ws, config)
+        items_rel = items or cfg.data.eval_path
+        n_items = n or len(load_item_file(ws, items_rel, "dev split")[0])
+        if answers is not None:
+            generations = max(1, -(-answers // n_items))
+        chosen, rows, meta = obtain_responses(ws, cfg, n=n_items, seed=seed, stratify=True, tag=DEV_BASE_TAG,
+                                              generations=generations, max_turns=max_turns, batch_size=batch_size,
+                                              items_path=items_rel)
+        by_id = {it["id"]: it for it in chosen}
+        solved = sum(verify_episode(by_id[r["item_id"]], ScoredEpisode.from_dict(r["episode"])).success for r in rows)
+        typer.echo(f"{len(rows)} answers ({generations} per item) to {len(chosen)} items of {items_rel}: {solved} "
+                   f"solved ({solved / max(len(rows), 1):.1%}); generated in {meta.get('generation_seconds')}s")
+        typer.echo(f"wrote {responses_path(DEV_BASE_TAG, shadow=False)}")
+
         from rc1.rewards.shadow import shadow_run
 
         ws = workspace()

@@ -384,6 +384,12 @@ class DifficultyGate(Strict):
     clue_overlap_easy_median_min: float = Field(0.40, ge=0, le=1)
     clue_overlap_easy_max: float = Field(0.65, ge=0, le=1)
     clue_overlap_hard_min: float = Field(0.10, ge=0, le=1)
+    outcome_gap_min_pp: float = Field(
+        0.0, description="base-model success on easy minus hard dev items (pp, task-stratified): the CI's lower "
+                         "bound must exceed this, i.e. hard must be measurably harder")
+    outcome_confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of that CI")
+    outcome_min_successes: int = Field(
+        5, ge=1, description="fewer successes among the easy and hard answers: not measurable")
 
 
 class RewardGate(Strict):
