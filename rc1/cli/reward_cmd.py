@@ -109,54 +109,54 @@ def register(app: typer.Typer) -> None:
     def calibrate_cmd(
         responses: Annotated[Optional[str], typer.Option(help="scored responses JSONL (default: the latest shadow responses)")] = None,
         target: Annotated[str, typer.Option(help="success (verifiers) | judge (judge median per response)")] = "success",
-        prior_strength: Annotated[Optional[float], typer.Option(help="L2 prior weight lambda (default: chosen by 5-fold CV)")] = None,
+        prior_strength: Annotated[Optional[float], typer.Option(help="L2 prior weight lambda (default: chosen by CV)")] = None,
         folds: Annotated[int, typer.Option(help="cross-validation folds")] = 5,
         bootstrap: Annotated[int, typer.Option(help="bootstrap resamples")] = 200,
         seed: Annotated[int, typer.Option(help="CV/bootstrap seed")] = 20250820,
         apply: Annotated[str, typer.Option(help="when to write configs/weights.json: pass | always | never")] = "pass",
         provider: Annotated[Optional[str], typer.Option(help="judge provider for --target judge")] = None,
-        items: Annotated[Optional[str], typer.Option(help="calibration split: the base model answers --n of these items (e.g. the training items)")] = None,
+        items: Annotated[Optional[str], typer.Option(help="calibration split: the base model answers --n of these items (e.g. the dev split)")] = None,
         n: Annotated[int, typer.Option(help="with --items: how many items to answer (stratified)")] = 64,
+        generations: Annotated[int, typer.Option(help="with --items: answers per item")] = 1,
         max_turns: Annotated[Optional[int], typer.Option(help="with --items: episode turn limit")] = None,
+        on_fail: Annotated[str, typer.Option(help="acceptance failed: refuse (exit 3) | keep (the current weights "
+                                                  "stay, exit 0; the report says so)")] = "refuse",
         config: ConfigOpt = None,
     ) -> None:
         """Fit weights (NNLS + L2 prior, >=0, sum 1, <=0.5) and write reports/calibration_report_<ts>.json.
 
-        Exit 0 when the acceptance thresholds hold, 3 when they do not (the report is written either way)."""
+        `correctness` (the verifier's score) is held at its current weight; the other dimensions are fitted.
+        Exit 0 when the acceptance thresholds hold on the CI lower bounds, 3 when they do not (the report is
+        written either way)."""
         from rc1.rewards.calibrate import calibrate
+        from rc1.runtime.errors import ConfigError
 
+        if on_fail not in ("refuse", "keep"):
+            raise ConfigError(f"--on-fail must be refuse or keep (got {on_fail!r})")
         ws = workspace()
         cfg = _config(ws, config)
         rep = calibrate(ws, cfg, _gates(ws, cfg), responses=responses, target=target, prior_strength=prior_strength,
                         folds=folds, bootstrap=bootstrap, seed=seed, apply=apply, provider=provider, items=items, n=n,
-                        max_turns=max_turns)
+                        max_turns=max_turns, generations=generations)
         a = rep["acceptance"]
-        typer.echo(f"calibration on {rep['n']} responses (target {rep['target']}), lambda {rep['lambda']:g}")
+        typer.echo(f"calibration on {rep['n']} responses to {rep['n_items']} items (target {rep['target']}, mean "
+                   f"{rep['target_mean']:.3f}; features {', '.join(rep['features'])}; held: "
+                   + ", ".join(f"{k} {v:.3f}" for k, v in rep["held_at_prior"].items()) + f"), lambda {rep['lambda']:g}")
         typer.echo("  weights: " + ", ".join(f"{k} {v:.3f}" for k, v in rep["weights_new"].items()))
-        typer.echo(f"  rank-corr improvement median {a['rank_corr_improve_pct_median']:.1f}% (>= {a['rank_corr_improve_pct_min']:g}), "
-                   f"MAE reduction median {a['mae_reduce_pct_median']:.1f}% (>= {a['mae_reduce_pct_min']:g}): "
-                   f"{'PASS' if a['passed'] else 'FAIL'}")
+        ri, mr = a["rank_corr_improve_pct"], a["mae_reduce_pct"]
+        typer.echo(f"  out-of-bag rank-corr improvement {_pct(ri)} (lower bound >= {a['rank_corr_improve_pct_min']:g}%), "
+                   f"MAE reduction {_pct(mr)} (lower bound >= {a['mae_reduce_pct_min']:g}%) over "
+                   f"{a['resamples_used']} resamples: {'PASS' if a['passed'] else 'FAIL'}")
         typer.echo(f"wrote {rep['report_path']}" + (f"; new weights {rep['weights_path']} (old kept as {rep['archived']})"
                                                    if rep["applied"] else "; weights not changed"))
         if not a["passed"]:
+            if on_fail == "keep":
+                typer.echo("calibration acceptance failed: the current weights stay (--on-fail keep)")
+                return
             from rc1.runtime.errors import GateRefused
 
             raise GateRefused(f"calibration acceptance failed: see {rep['report_path']}")
 
-    @reward.command("shadow-run")
-    def shadow_run_cmd(
-        n: Annotated[int, typer.Option(help="shadow items to score")] = 245,
-        seed: Annotated[int, typer.Option(help="sampling/generation seed")] = 20250820,
-        stratify: Annotated[bool, typer.Option("--stratify/--no-stratify", help="sample by task x difficulty")] = True,
-        tag: Annotated[str, typer.Option(help="report tag: reports/shadow_run_<tag>.json")] = "pre_run_check",
-        regenerate: Annotated[bool, typer.Option(help="generate responses even if a matching file exists")] = False,
-        max_turns: Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")] = None,
-        batch_size: Annotated[int, typer.Option(help="generation batch size")] = 8,
-        source: Annotated[str, typer.Option(help="sample: --n sampled answers; eval_base: the eval's greedy base "
-                                                 "pass on eval.n_shadow items (shared with `rc1 eval`)")] = "sample",
-        config: ConfigOpt = None,
-    ) -> None:
-        """Score base-model responses on the shadow set with the old and the new reward."""
     @reward.command("base-answers")
     def base_answers_cmd(
         items: Annotated[Optional[str], typer.Option(help="item file (default: the dev split, data.eval_path)")] = None,
@@ -192,16 +192,34 @@ def register(app: typer.Typer) -> None:
                    f"solved ({solved / max(len(rows), 1):.1%}); generated in {meta.get('generation_seconds')}s")
         typer.echo(f"wrote {responses_path(DEV_BASE_TAG, shadow=False)}")
 
+    @reward.command("shadow-run")
+    def shadow_run_cmd(
+        n: Annotated[int, typer.Option(help="shadow items to score")] = 245,
+        seed: Annotated[int, typer.Option(help="sampling/generation seed")] = 20250820,
+        stratify: Annotated[bool, typer.Option("--stratify/--no-stratify", help="sample by task x difficulty")] = True,
+        tag: Annotated[str, typer.Option(help="report tag: reports/shadow_run_<tag>.json")] = "pre_run_check",
+        regenerate: Annotated[bool, typer.Option(help="generate responses even if a matching file exists")] = False,
+        max_turns: Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")] = None,
+        batch_size: Annotated[int, typer.Option(help="generation batch size")] = 8,
+        source: Annotated[str, typer.Option(help="sample: --n sampled answers; eval_base: the eval's greedy base "
+                                                 "pass on eval.n_shadow items (shared with `rc1 eval`)")] = "sample",
+        config: ConfigOpt = None,
+    ) -> None:
+        """Score base-model responses on the shadow set with the old and the new reward."""
         from rc1.rewards.shadow import shadow_run
 
         ws = workspace()
         cfg = _config(ws, config)
         rep = shadow_run(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate,
-                         max_turns=max_turns, batch_size=batch_size, source=source)
-        typer.echo(f"shadow run {tag}: n={rep['n']} ({rep['n_success']} successes) spearman {rep['spearman']:.3f} kendall_tau {rep['kendall_tau']:.3f} "
-                   f"top10 {rep['top10_overlap']:.2f} top20 {rep['top20_overlap']:.2f} "
-                   f"corr_to_success old {rep['corr_to_success_old']:.3f} new {rep['corr_to_success_new']:.3f} "
-                   f"({rep['corr_improve_pct']:+.1f}%)")
+                         max_turns=max_turns, batch_size=batch_size, source=source,
+                         confidence=_gates(ws, cfg).shadow_run.confidence)
+        ci = rep["corr_improve_pct_ci"]
+        bounds = f"[{ci['lo']:+.1f}, {ci['hi']:+.1f}]" if ci.get("lo") is not None else "n/a"
+        typer.echo(f"shadow run {tag}: n={rep['n']} ({rep['n_success']} successes) spearman {rep['spearman']:.3f} "
+                   f"kendall_tau {rep['kendall_tau']:.3f} top10 {rep['top10_overlap']:.2f} top20 {rep['top20_overlap']:.2f}")
+        typer.echo(f"  beyond the verifier (dimensions other than correctness): corr to success old "
+                   f"{rep['corr_to_success_old']:.3f} new {rep['corr_to_success_new']:.3f} ({rep['corr_improve_pct']:+.1f}%, "
+                   f"{ci['confidence']:.0%} CI {bounds}); weights changed: {rep['weights_changed']}")
         typer.echo(f"wrote {rep['report_path']}")
 
     @reward.command("ablate-overclar")

@@ -428,14 +428,16 @@ class ShadowRunGate(Strict):
     tag: str = "pre_run_check"
     spearman_min: float = Field(0.75, ge=-1, le=1)
     top10_overlap_min: float = Field(0.70, ge=0, le=1)
-    corr_improve_pct_min: float = Field(10.0)
+    corr_improve_pct_min: float = Field(10.0, description="on the lower bound of the improvement's CI")
+    confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of that CI")
     # A correlation with task success measured on fewer solved (or failed) answers than this is not evidence.
     min_outcomes: int = Field(5, ge=1, description="successes and failures each needed among the scored responses")
 
 
 class CalibrationGate(Strict):
-    rank_corr_improve_pct_min: float = 8.0
-    mae_reduce_pct_min: float = 5.0
+    rank_corr_improve_pct_min: float = Field(8.0, description="on the lower bound of the improvement's CI")
+    mae_reduce_pct_min: float = Field(5.0, description="on the lower bound of the reduction's CI")
+    confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of those bootstrap CIs")
 
 
 class AblationGate(Strict):
