@@ -179,9 +179,9 @@ def bootstrap_acceptance(X: np.ndarray, y: np.ndarray, w0: np.ndarray, groups: n
         if len(oob) < 3 or np.std(y[oob]) == 0 or np.std(y[inb]) == 0:
             skipped += 1  # nothing to rank on (e.g. no success out of bag)
             continue
-        gi = np.concatenate([np.full(len(rows[g]), j) for j, g in enumerate(drawn)])  # in-bag copies are groups
         swi = None if sample_weight is None else sample_weight[inb]
-        lam, _ = select_lambda(X[inb], y[inb], w0, gi, grid, folds, seed + 1 + b, cap, swi, total)
+        # folds by the original item: an item drawn twice stays in one fold, never on both sides of a split
+        lam, _ = select_lambda(X[inb], y[inb], w0, groups[inb], grid, folds, seed + 1 + b, cap, swi, total)
         wb = fit_weights(X[inb], y[inb], w0, lam * len(inb), cap, swi, total, exact=False)
         rp, rf = rank_corr(X[oob] @ w0, y[oob]), rank_corr(X[oob] @ wb, y[oob])
         mp, mf = mae(X[oob] @ w0, y[oob]), mae(X[oob] @ wb, y[oob])

@@ -292,3 +292,29 @@ def test_shadow_gate_refuses_weights_that_reorder_the_answers(shadow_ws):
     res = shadow_gate.evaluate(GateContext(ws=ws, gates=GatesConfig(), round="round2", config=TrainConfig()))
     failing = {c.name for c in res.failing}
     assert {"spearman(old, new)", "top10_overlap"} <= failing, [c.to_dict() for c in res.checks]
+
+
+def test_base_answers_then_calibrate_keep_on_fail_as_the_pipeline_runs_them(shadow_ws):
+    """`rc1 reward base-answers` answers the dev split once; calibrate fits on that file; with --on-fail keep a
+    failed acceptance keeps the weights (exit 0), and current_report() tells the pipeline the stage is done
+    until the answers or the weights change."""
+    from rc1.rewards.calibrate import current_report
+
+    ws = shadow_ws.ws
+    dev = ws.path("data/eval_min.jsonl")
+    dev.write_text("".join(line.replace('"id": "t', '"id": "dev-t') + "\n"
+                           for line in ws.path("data/shadow_eval_245.jsonl").read_text().splitlines()[:30]))
+    cfg_args = ["reward", "base-answers", "--items", "data/eval_min.jsonl", "--answers", "90"]
+    r = rc1(ws, *cfg_args)
+    assert r.exit_code == 0 and "90 answers (3 per item) to 30 items" in r.output, r.output
+    assert rc1(ws, *cfg_args).exit_code == 0 and shadow_ws.generate_calls == [30]  # reused, not regenerated
+    before = ws.path("configs/weights.json").read_bytes()
+    r = rc1(ws, "reward", "calibrate", "--items", "data/eval_min.jsonl", "--responses", "data/responses_dev_base.jsonl",
+            "--bootstrap", "20", "--prior-strength", "1e6", "--on-fail", "keep")
+    assert r.exit_code == 0 and "the current weights stay" in r.output, r.output
+    assert ws.path("configs/weights.json").read_bytes() == before
+    rep = current_report(ws, "configs/weights.json", "data/responses_dev_base.jsonl")
+    assert rep is not None and not rep["applied"] and rep["n"] == 90 and rep["n_items"] == 30
+    ws.path("configs/weights.json").write_text(before.decode().replace("0.45", "0.44").replace("0.12,", "0.13,", 1))
+    assert current_report(ws, "configs/weights.json", "data/responses_dev_base.jsonl") is None
+    assert rc1(ws, "reward", "calibrate", "--on-fail", "maybe").exit_code == 2
