@@ -28,6 +28,7 @@ from rc1.runtime.workspace import Workspace
 log_name = "rc1.pipeline"
 TIMINGS = "reports/rc1/pipeline_timings.json"
 INTERRUPT_GRACE_S = 180  # a training step on a laptop CPU plus its checkpoint
+DEV_BASE_RESPONSES = "data/responses_dev_base.jsonl"  # `rc1 reward base-answers` (rc1.rewards.responses.DEV_BASE_TAG)
 
 
 class StageFailed(Rc1Error):
@@ -98,6 +99,7 @@ class Pipeline:
         mix = ",".join(f"{k}:{v}" for k, v in cfg.datasets.mix.items())
         target = ",".join(f"{k}:{v}" for k, v in pool.difficulty_target.items())
         base = cfg.model.base
+        turns = ["--max-turns", str(cfg.eval.shadow_run_max_turns)] if cfg.eval.shadow_run_max_turns else []
         build_args = ["--n", str(pool.n), "--mix", mix, "--max-turns", str(pool.max_turns),
                       "--clarify-rate", str(pool.clarify_rate), "--tools", ",".join(pool.tools),
                       "--templates-dir", pool.templates_dir]
@@ -126,11 +128,15 @@ class Pipeline:
                   lambda: past()),
             Stage("scorer: live probe", ["reward", "probe", "--config", c, "--n", "8", "--provider",
                                          cfg.scorer.provider, "--live"], lambda: past() or self.state_at_least("round1")),
+            # The base model answers the dev split once (eval.calibration_n answers): the difficulty gate checks
+            # the buckets against these outcomes, and calibration fits on them.
+            Stage("reward: base answers (dev split)", ["reward", "base-answers", "--config", c, "--items",
+                                                       cfg.data.eval_path, "--answers", str(cfg.eval.calibration_n),
+                                                       *turns],
+                  lambda: past() or self.state_at_least("round1")),
             Stage("gate: round1", ["advance", "--to", "round1", "--config", c], lambda: self.state_at_least("round1")),
-            Stage("reward: calibrate", ["reward", "calibrate", "--config", c, "--items", cfg.data.train_path,
-                                        "--n", str(cfg.eval.calibration_n),
-                                        *(["--max-turns", str(cfg.eval.shadow_run_max_turns)]
-                                          if cfg.eval.shadow_run_max_turns else [])],
+            Stage("reward: calibrate", ["reward", "calibrate", "--config", c, "--items", cfg.data.eval_path,
+                                        "--responses", DEV_BASE_RESPONSES, "--on-fail", "keep"],
                   lambda: past() or self.calibrated()),
             Stage("reward: shadow run", ["reward", "shadow-run", "--config", c, "--tag", cfg_gates_tag(self),
                                          "--source", cfg.eval.shadow_run_source, *self._sampled_shadow_args()],
@@ -154,13 +160,11 @@ class Pipeline:
                  *(["--max-turns", str(ev.shadow_run_max_turns)] if ev.shadow_run_max_turns else [])])
 
     def calibrated(self) -> bool:
-        """The weights file was written by a calibration (it names the file it replaced) and verifies."""
-        from rc1.rewards.weights import previous_weights
+        """A calibration report made from the current dev-split answers produced the current weights file
+        (written, or kept when its acceptance failed)."""
+        from rc1.rewards.calibrate import current_report
 
-        try:
-            return previous_weights(self.ws, self.cfg.reward.weights) is not None
-        except Rc1Error:
-            return False
+        return current_report(self.ws, self.cfg.reward.weights, DEV_BASE_RESPONSES) is not None
 
     def _resumable(self) -> bool:
         latest = self.ws.path(self.cfg.checkpoint_dir) / "latest"
