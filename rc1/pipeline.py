@@ -42,7 +42,7 @@ def cfg_gates_tag(pipe: "Pipeline") -> str:
     """The shadow-run tag the round 2 gate reads (gates config shadow_run.tag)."""
     from rc1.config.load import load_gates_config
 
-    return load_gates_config(pipe.cfg.gates, pipe.ws).shadow_run.tag
+    return load_gates_config(pipe.cfg.gates, pipe.ws, tasks=pipe.cfg.datasets.tasks).shadow_run.tag
 
 
 @dataclass
@@ -81,6 +81,16 @@ class Pipeline:
         return self.state_at_least("round2_pass") and (
             self.state_at_least("training") or self.ticket_ok("round2_pass"))
 
+    def signal_current(self) -> bool:
+        """The learning-signal report was made for this config's settings and data (else measure again)."""
+        from rc1.training.signal import REPORT, signal_identity
+
+        try:
+            rep = json.loads(self.ws.path(REPORT).read_text())
+        except (OSError, json.JSONDecodeError):
+            return False
+        return rep.get("identity") == signal_identity(self.ws, self.cfg)[0]
+
     def training_progress(self) -> tuple[int, int] | None:
         from rc1.runtime.metrics import last_metrics
 
@@ -100,17 +110,22 @@ class Pipeline:
         target = ",".join(f"{k}:{v}" for k, v in pool.difficulty_target.items())
         base = cfg.model.base
         turns = ["--max-turns", str(cfg.eval.shadow_run_max_turns)] if cfg.eval.shadow_run_max_turns else []
-        build_args = ["--n", str(pool.n), "--mix", mix, "--max-turns", str(pool.max_turns),
+        from rc1.data.applicability import v1_required
+
+        build_args = ["--config", c, "--n", str(pool.n), "--mix", mix, "--max-turns", str(pool.max_turns),
                       "--clarify-rate", str(pool.clarify_rate), "--tools", ",".join(pool.tools),
                       "--templates-dir", pool.templates_dir]
+        v1_stage = ([Stage("data: v1 pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--version",
+                                             "v1", "--out", v1], lambda: past() or self.artifacts_ok(v1))]
+                    if v1_required(cfg) else [])
         return [
             Stage("data: make-min", ["data", "make-min"],
                   lambda: past() or self.artifacts_ok(cfg.data.train_path, cfg.data.eval_path)),
-            Stage("data: v1 pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--version", "v1",
-                                    "--out", v1], lambda: past() or self.artifacts_ok(v1)),
+            *v1_stage,
             Stage("data: seed pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--out", raw],
                   lambda: past() or self.artifacts_ok(raw)),
-            Stage("data: shadow set", ["data", "shadow-set", "--n", str(pool.shadow_n), "--seed", str(pool.shadow_seed),
+            Stage("data: shadow set", ["data", "shadow-set", "--config", c, "--n", str(pool.shadow_n),
+                                       "--seed", str(pool.shadow_seed),
                                        "--stratify", "--out", shadow, "--templates-dir", pool.templates_dir,
                                        "--base", base], lambda: past() or self.artifacts_ok(shadow)),
             Stage("data: difficulty metrics", ["data", "difficulty", "metrics", "--in", raw, "--out", metrics,
@@ -118,10 +133,11 @@ class Pipeline:
             Stage("data: difficulty bucketize", ["data", "difficulty", "bucketize", "--metrics", metrics, "--out", balanced,
                                                  "--target", target, "--seed", str(pool.seed), "--mix", mix],
                   lambda: past() or self.artifacts_ok(balanced)),
-            Stage("data: difficulty validate", ["data", "difficulty", "validate", "--metrics", metrics,
+            Stage("data: difficulty validate", ["data", "difficulty", "validate", "--config", c, "--metrics", metrics,
                                                 "--balanced", balanced, "--gates", cfg.gates],
                   lambda: past() or self.artifacts_ok("reports/rc1/difficulty_report.json")),
-            Stage("data: validate pool", ["data", "validate-pool", raw, "--shadow", shadow, "--v1", v1,
+            Stage("data: validate pool", ["data", "validate-pool", raw, "--config", c, "--shadow", shadow,
+                                          *(["--v1", v1] if v1_required(cfg) else []),
                                           "--gates", cfg.gates, "--base", base],
                   lambda: past() or self.artifacts_ok("reports/diversity_report.json")),
             Stage("judge: serve", ["judge", "serve", *(["--gguf", cfg.scorer.judge_gguf] if cfg.scorer.judge_gguf else [])],
@@ -141,12 +157,14 @@ class Pipeline:
             Stage("reward: shadow run", ["reward", "shadow-run", "--config", c, "--tag", cfg_gates_tag(self),
                                          "--source", cfg.eval.shadow_run_source, *self._sampled_shadow_args()],
                   lambda: past()),
+            Stage("learning signal", ["learning-signal", "--config", c],
+                  lambda: past() or self.artifacts_ok("reports/learning_signal.json") and self.signal_current()),
             Stage("gate: round2", ["advance", "--to", "round2", "--config", c], lambda: past()),
             Stage("train", ["train", "--config", c] + (["--resume", "latest"] if self._resumable() else []),
                   lambda: self.state_at_least("eval") or self._training_finished(), watch=self.training_progress),
             Stage("gate: training done", ["advance", "--to", "eval", "--config", c],
                   lambda: self.state_at_least("eval")),
-            Stage("eval", ["eval", "--config", c, *(["--shadow-only"] if cfg.profile == "laptop" else [])],
+            Stage("eval", ["eval", "--config", c],  # held-out + dev (best/ is chosen on dev; eval.n_dev sizes it)
                   lambda: bool(self._latest_eval())),
             Stage("report", ["report", "--config", c], lambda: False),
         ]

@@ -1,6 +1,7 @@
 """Save a checkpoint every run.save_steps steps (the recipe also saves at the end and on SIGTERM).
 
-With the TRL engine, TRL schedules the saves (same save_steps) and the engine publishes them.
+With the TRL engine, TRL schedules the saves (same save_steps) and the TRL recipe publishes them. A
+save that falls inside a multi-epoch accumulation window is taken when the window closes.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from rc1.callbacks.base import BaseCallback
 
 class CheckpointCallback(BaseCallback):
     def __init__(self, spec=None):
-        pass
+        self.due = False
 
     def on_step_end(self, recipe, record: dict) -> None:
-        if getattr(recipe.engine, "owns_checkpoints", False) or not recipe.checkpoints:
-            return  # the TRL engine saves through TRL's own hook at the same steps
-        if recipe.step % recipe.cfg.run.save_steps == 0:
+        if not getattr(recipe, "saves_on_schedule", True) or not recipe.checkpoints:
+            return  # the TRL recipe saves through TRL's own hook at the same steps
+        self.due = self.due or recipe.crossed(recipe.cfg.run.save_steps)
+        if self.due and recipe.can_checkpoint_now:
             path = recipe.save_checkpoint(reason="scheduled")
             record["checkpoint"] = recipe.ws.rel(path)
+            self.due = False

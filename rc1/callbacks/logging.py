@@ -21,9 +21,12 @@ class LoggingCallback(BaseCallback):
         self.writer = None
 
     def on_train_start(self, recipe) -> None:
-        self.writer = MetricsWriter(recipe.ws.metrics_path)
+        if recipe.dist.is_main:  # one metrics.jsonl per run, with global figures: rank 0 writes it
+            self.writer = MetricsWriter(recipe.ws.metrics_path)
 
     def on_step_end(self, recipe, record: dict) -> None:
+        if self.writer is None:
+            return
         record["heartbeat"] = round(time.time(), 3)
         for k in REQUIRED_KEYS:
             record.setdefault(k, None)
@@ -50,9 +53,12 @@ class TensorBoardCallback(BaseCallback):
     def on_train_start(self, recipe) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.tb = SummaryWriter(str(recipe.ws.reports / "tensorboard"))
+        if recipe.dist.is_main:
+            self.tb = SummaryWriter(str(recipe.ws.reports / "tensorboard"))
 
     def on_step_end(self, recipe, record: dict) -> None:
+        if self.tb is None:
+            return
         for k, v in record.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("step", "heartbeat", "time"):
                 self.tb.add_scalar(k if "/" in k else f"train/{k}", v, record["step"])

@@ -1,51 +1,123 @@
-"""`rc1 bench <area>`: benchmarks that check the speed and memory targets (numbers, not asserts).
-
-Each area lives beside the code it measures, as a module with
-`run(ws, **options) -> dict` that prints a table and writes reports/bench/<area>.json.
-"""
+"""`rc1 bench <area>`: one command per benchmark in rc1.bench; each writes reports/bench/<area>.json."""
 
 from __future__ import annotations
 
-import importlib
-import json
 from typing import Annotated, Optional
 
 import typer
 
 from rc1.cli.common import workspace
-from rc1.runtime.atomic import atomic_write_json
-from rc1.runtime.errors import ConfigError
 
-BENCHES = {
-    "data": "rc1.data.bench",
-    "reward": "rc1.rewards.bench",
-    "grpo": "rc1.engines.bench",
-    "console": "rc1.console.bench",
-    "eval": "rc1.eval.bench",
-}
+bench_app = typer.Typer(help="Benchmarks of the speed and memory targets (numbers, not asserts); "
+                             "each writes reports/bench/<area>.json.", no_args_is_help=True)
+
+Quick = Annotated[bool, typer.Option(help="smaller sizes, for a smoke run")]
+Threads = Annotated[Optional[int], typer.Option(help="torch threads on CPU")]
+
+
+def _run(area: str, **options) -> None:
+    from rc1.bench import run_area
+
+    ws = workspace()
+    out, _ = run_area(ws, area, **options)
+    typer.echo(f"wrote {ws.rel(out)}")
+
+
+@bench_app.command("data")
+def data(
+    quick: Quick = False,
+    n: Annotated[Optional[int], typer.Option(help="pool size (default 30000; quick 3000)")] = None,
+    big: Annotated[Optional[int], typer.Option(help="pool size of the scaling check (default 10 x n; quick: none)")] = None,
+    templates_dir: Annotated[Optional[str], typer.Option(help="templates (default templates/pack_v2)")] = None,
+    keep: Annotated[bool, typer.Option(help="keep the scratch workspace")] = False,
+) -> None:
+    """Wall and CPU time of the data pipeline at production size."""
+    _run("data", quick=quick, n=n, big=big, templates_dir=templates_dir, keep=keep)
+
+
+@bench_app.command("reward")
+def reward(
+    quick: Quick = False,
+    judge: Annotated[bool, typer.Option(help="also measure the local judge server")] = True,
+    judge_items: Annotated[Optional[int], typer.Option(help="items the judge scores")] = None,
+) -> None:
+    """Judge cache lookups/s, calibration time, local judge throughput."""
+    _run("reward", quick=quick, judge=judge, judge_items=judge_items)
+
+
+@bench_app.command("grpo")
+def grpo(
+    quick: Quick = False,
+    steps: Annotated[Optional[int], typer.Option(help="timed steps (default 4; quick 1)")] = None,
+    warmup: Annotated[int, typer.Option(help="untimed steps first")] = 1,
+    learning: Annotated[bool, typer.Option(help="also run the held-out learning check")] = False,
+    budget_s: Annotated[float, typer.Option(help="seconds of training in the learning check")] = 600.0,
+    threads: Threads = None,
+    base: Annotated[Optional[str], typer.Option(help="model.base (default the embedded SmolLM2; "
+                                                     "random:qwen3-4b for the production shape)")] = None,
+    finetune: Annotated[str, typer.Option(help="finetune.method: full, lora or qlora")] = "full",
+    engines: Annotated[str, typer.Option(help="comma-separated engines to time: pure_pt,trl")] = "pure_pt,trl",
+    prompts: Annotated[Optional[int], typer.Option(help="prompts per step (default 8; quick 4)")] = None,
+    generations: Annotated[Optional[int], typer.Option(help="completions per prompt (default 4)")] = None,
+    max_new_tokens: Annotated[Optional[int], typer.Option(help="new tokens per completion (default 32; quick 16)")] = None,
+) -> None:
+    """Seconds per GRPO step and peak memory: pure PyTorch engine vs TRL on the same work."""
+    _run("grpo", quick=quick, steps=steps, warmup=warmup, learning=learning, budget_s=budget_s, threads=threads,
+         base=base, finetune=finetune, engines=[e.strip() for e in engines.split(",") if e.strip()],
+         prompts=prompts, generations=generations, max_new_tokens=max_new_tokens)
+
+
+@bench_app.command("rollout")
+def rollout(
+    quick: Quick = False,
+    base: Annotated[str, typer.Option(help="model.base")] = "embedded:smollm2-135m-instruct",
+    new_tokens: Annotated[int, typer.Option(help="tokens generated per row")] = 32,
+    threads: Threads = None,
+) -> None:
+    """Rollout decoder tokens/s vs HF generate(), and a GRPO-shaped multi-episode rollout."""
+    _run("rollout", quick=quick, base=base, new_tokens=new_tokens, threads=threads)
+
+
+@bench_app.command("eval")
+def eval_(
+    quick: Quick = False,
+    model: Annotated[str, typer.Option(help="model.base")] = "embedded:smollm2-135m-instruct",
+    n: Annotated[Optional[int], typer.Option(help="items (default 16; quick 8)")] = None,
+    batch_size: Annotated[Optional[list[int]], typer.Option(help="batch size; repeat to compare several")] = None,
+    max_new_tokens: Annotated[int, typer.Option(help="new tokens per turn")] = 48,
+    threads: Threads = None,
+    dtype: Annotated[str, typer.Option(help="fp32 or bf16")] = "fp32",
+) -> None:
+    """Eval throughput: episodes/s and generated tokens/s of greedy episodes."""
+    _run("eval", quick=quick, model=model, n=n, batch_sizes=batch_size, max_new_tokens=max_new_tokens,
+         threads=threads, dtype=dtype)
+
+
+@bench_app.command("console")
+def console(
+    quick: Quick = False,
+    lines: Annotated[Optional[int], typer.Option(help="metrics.jsonl lines (default 100000; quick 20000)")] = None,
+) -> None:
+    """Console ready time, training-screen render, incremental update and key-press response."""
+    _run("console", quick=quick, lines=lines)
+
+
+@bench_app.command("distributed")
+def distributed(
+    quick: Quick = False,
+    steps: Annotated[int, typer.Option(help="optimizer steps compared")] = 4,
+    processes: Annotated[int, typer.Option(help="processes of the distributed run")] = 2,
+    device: Annotated[str, typer.Option(help="cpu or cuda")] = "cpu",
+    shape: Annotated[str, typer.Option(help="tiny, or a model shape such as qwen3-0.6b / qwen3-4b")] = "tiny",
+    finetune: Annotated[str, typer.Option(help="finetune.method: full, lora or qlora")] = "full",
+    backend: Annotated[str, typer.Option(help="auto, gloo or nccl")] = "auto",
+    strategy: Annotated[str, typer.Option(help="grpo, rloo or ppo")] = "grpo",
+    max_new_tokens: Annotated[Optional[int], typer.Option(help="new tokens per completion (default 16; quick 8)")] = None,
+) -> None:
+    """The same optimizer steps on 1 process (accumulation N) and on N processes: equal parameters, s/step."""
+    _run("distributed", quick=quick, steps=steps, processes=processes, device=device, shape=shape,
+         finetune=finetune, backend=backend, strategy=strategy, max_new_tokens=max_new_tokens)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("bench")
-    def bench(
-        area: Annotated[str, typer.Argument(help=f"one of: {', '.join(BENCHES)}")],
-        quick: Annotated[bool, typer.Option(help="smaller sizes, for a smoke run")] = False,
-        option: Annotated[Optional[list[str]], typer.Option("--set", help="KEY=VALUE passed to the benchmark")] = None,
-    ) -> None:
-        """Run a benchmark and write reports/bench/<area>.json."""
-        if area not in BENCHES:
-            raise ConfigError(f"unknown benchmark {area!r}; known: {', '.join(BENCHES)}")
-        try:
-            module = importlib.import_module(BENCHES[area])
-        except ModuleNotFoundError as exc:
-            raise ConfigError(f"benchmark {area!r} is not available: {exc}") from None
-        opts = {}
-        for kv in option or []:
-            if "=" not in kv:
-                raise ConfigError(f"--set {kv!r}: expected KEY=VALUE")
-            k, v = kv.split("=", 1)
-            opts[k] = json.loads(v) if v[:1] in "0123456789-[{tfn\"" and v not in ("-",) else v
-        ws = workspace()
-        result = module.run(ws, quick=quick, **opts)
-        out = atomic_write_json(ws.reports / "bench" / f"{area}.json", result)
-        typer.echo(f"wrote {ws.rel(out)}")
+    app.add_typer(bench_app, name="bench")

@@ -23,14 +23,21 @@ STATE = _State()
 
 
 def workspace() -> Workspace:
-    return resolve_workspace(STATE.workdir)
+    from rc1.rewards.verifiers import use_workspace
+
+    ws = resolve_workspace(STATE.workdir)
+    use_workspace(ws.root)  # `python:` verifiers load from this workspace (or an installed package)
+    return ws
 
 
 def fail(exc: Rc1Error) -> "typer.Exit":
     """Print an Rc1Error as one line (plus its detail lines) and return the Exit to raise."""
+    from rc1.runtime.fatal import record_for_launcher
+
     typer.echo(f"error: {exc.message}", err=True)
     for line in exc.lines:
         typer.echo(f"  {line}", err=True)
+    record_for_launcher(exc)  # a rank's config/gate error reaches its launcher with its exit code
     return typer.Exit(exc.exit_code)
 
 

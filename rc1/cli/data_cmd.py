@@ -12,18 +12,73 @@ import typer
 from rc1.cli.common import print_checks, workspace
 
 DEFAULT_MIX = "hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25"
+CONFIG_HELP = ("run config: its datasets.tasks (custom tasks) may be used; its datasets.mix is the default mix, "
+               "and the pool.n / pool.shadow_n it sets the default --n")
 
 
-def _gates(ws, path: Optional[str]):
+def _run_config(ws, path: Optional[str]):
+    from rc1.config.load import load_train_config
+
+    return load_train_config(path, ws) if path else None
+
+
+def _gates(ws, path: Optional[str], cfg=None):
     from rc1.config.load import load_gates_config
     from rc1.config.schema import GatesConfig
 
-    if path:
-        return load_gates_config(path, ws), path
+    tasks = cfg.datasets.tasks if cfg is not None else ()
+    if path or cfg is not None:
+        return load_gates_config(path or cfg.gates, ws, tasks=tasks), path or cfg.gates
     default = ws.path("configs/gates.yaml")
     if default.exists():
         return load_gates_config(default), "configs/gates.yaml"
     return GatesConfig(), "built-in production thresholds"
+
+
+def _custom_tasks(ws, cfg, source: Optional[list[str]], verifier: Optional[str], task: Optional[str],
+                  heldout: Optional[float]) -> tuple[dict, Optional[str]]:
+    """(custom task specs, the name of the one given on the command line): the run config's datasets.tasks,
+    plus `--source FILE --verifier NAME [--task NAME]`."""
+    import re
+
+    from rc1.config.load import validate
+    from rc1.config.schema import TASK_NAME, TaskSection, task_name_problem
+    from rc1.data.generic import task_name_for
+    from rc1.runtime.errors import ConfigError
+
+    specs = dict(cfg.datasets.tasks) if cfg is not None else {}
+    if verifier is None:
+        if task is not None or heldout is not None:
+            raise ConfigError("--task and --heldout describe a custom task: use them with --source FILE --verifier NAME")
+        return specs, None
+    if not source or len(source) != 1:
+        raise ConfigError("--verifier needs exactly one --source FILE (a custom task file)")
+    named, sep, path = source[0].partition("=")
+    if not (sep and re.match(TASK_NAME, named)):  # NAME=FILE names the task too
+        named, path = None, source[0]
+    name = task or named or task_name_for(path)
+    if task_name_problem(name):
+        raise ConfigError(f"--task: {task_name_problem(name)}")
+    body = {"path": path, "verifier": verifier, **({"heldout": heldout} if heldout is not None else {})}
+    specs[name] = validate(TaskSection, body, f"--source {path} --verifier {verifier}")
+    return specs, name
+
+
+def _mix_and_tasks(ws, cfg, specs: dict, mix: Optional[str], single: Optional[str]):
+    """(mix, custom tasks it uses loaded from their files): --mix, else the custom task of --verifier
+    alone, else the run config's datasets.mix, else the built-in mix."""
+    from rc1.data.generic import load_tasks
+    from rc1.data.pool import parse_mix
+
+    if mix is not None:
+        chosen = parse_mix(mix, custom=specs)
+    elif single is not None:
+        chosen = {single: 1.0}
+    elif cfg is not None:
+        chosen = dict(cfg.datasets.mix)
+    else:
+        chosen = parse_mix(DEFAULT_MIX)
+    return chosen, load_tasks(ws, specs, names=[t for t, w in chosen.items() if t in specs and w > 0])
 
 
 def _finish(report: dict, name: str, report_path: Optional[str]) -> None:
@@ -49,36 +104,61 @@ def register(app: typer.Typer) -> None:
 
     @data.command("build-pool")
     def build_pool(
-        n: Annotated[int, typer.Option("--n", help="number of items")] = 30000,
-        mix: Annotated[str, typer.Option(help="task mix TASK:W,... (sums to 1)")] = DEFAULT_MIX,
+        n: Annotated[Optional[int], typer.Option("--n", help="number of items (default 30000; a mix of custom tasks "
+                                                           "only: all their training items)")] = None,
+        mix: Annotated[Optional[str], typer.Option(help=f"task mix TASK:W,... (sums to 1); default {DEFAULT_MIX}, or "
+                                                       "the custom task alone, or the --config's datasets.mix")] = None,
         max_turns: Annotated[int, typer.Option("--max-turns", "--max_turns", help="turn budget per episode")] = 6,
         clarify_rate: Annotated[float, typer.Option("--clarify-rate", "--clarify_rate", help="share of clarify items")] = 0.30,
         tools: Annotated[str, typer.Option(help="tools the model may call")] = "wiki,calc",
         templates_dir: Annotated[str, typer.Option("--templates-dir", "--templates_dir", help="template pack")] = "templates/pack_v2",
         seed: Annotated[int, typer.Option(help="seed (same seed -> byte-identical file)")] = 20250821,
-        out: Annotated[str, typer.Option(help="output JSONL (workspace-relative)")] = "data/rollouts/rc1_seed.jsonl",
+        out: Annotated[Optional[str], typer.Option(help="output JSONL (workspace-relative; default pool.out of --config, "
+                                                       "else data/rollouts/rc1_seed.jsonl)")] = None,
         version: Annotated[str, typer.Option(help="v2 (current) or v1 (the previous, simpler generator)")] = "v2",
-        source: Annotated[Optional[list[str]], typer.Option(help="TASK=FILE|HUB_NAME[:CONFIG]: real records instead of generated ones")] = None,
+        source: Annotated[Optional[list[str]], typer.Option(help="TASK=FILE|HUB_NAME[:CONFIG]: real records of a built-in "
+                                                                 "task instead of generated ones; with --verifier: a "
+                                                                 "custom task file (JSONL)")] = None,
+        verifier: Annotated[Optional[str], typer.Option(help="the custom task's verifier: numeric, exact, f1, yes_no, "
+                                                             "choice or python:MODULE:FUNCTION")] = None,
+        task: Annotated[Optional[str], typer.Option(help="the custom task's name (default: from the file name)")] = None,
+        heldout: Annotated[Optional[float], typer.Option(help="share of the task file held out for the shadow set "
+                                                              "(default 0.2); never in the pool")] = None,
+        config: Annotated[Optional[str], typer.Option("--config", "-c", help=CONFIG_HELP)] = None,
+        shadow: Annotated[Optional[str], typer.Option(help="held-out set the pool must not share an item with (default: "
+                                                           "data.shadow_path of --config, else data/shadow_eval_245.jsonl)")] = None,
     ) -> None:
-        """Build the seed pool (deterministic per seed)."""
-        from rc1.data.pipeline import build_pool_file
-        from rc1.data.pool import BuildParams, parse_mix
+        """Build the seed pool (deterministic per seed): generated items of the built-in tasks, and/or the
+        training items of custom tasks (--source FILE --verifier NAME, or --config)."""
+        from rc1.data.pipeline import POOL, SHADOW, build_pool_file
+        from rc1.data.pool import BuildParams
         from rc1.data.sources import load_source
         from rc1.runtime.errors import ConfigError
 
         ws = workspace()
+        cfg = _run_config(ws, config)
+        specs, single = _custom_tasks(ws, cfg, source, verifier, task, heldout)
+        mix_d, tasks = _mix_and_tasks(ws, cfg, specs, mix, single)
+        if n is None and cfg is not None and "n" in cfg.pool.model_fields_set:
+            n = cfg.pool.n
+        if n is None:
+            generated = any(t not in tasks and w > 0 for t, w in mix_d.items())
+            n = 30000 if generated else int(min(len(tasks[t].train) / w for t, w in mix_d.items() if w > 0) + 1e-9)
         sources = None
-        if source:
+        if source and verifier is None:
             sources = {}
             for spec in source:
-                task, sep, where = spec.partition("=")
-                if not sep or task not in ("gsm8k", "hotpotqa", "strategyqa"):
-                    raise ConfigError(f"--source {spec!r}: expected TASK=FILE with TASK in gsm8k, hotpotqa, strategyqa")
+                name, sep, where = spec.partition("=")
+                if not sep or name not in ("gsm8k", "hotpotqa", "strategyqa"):
+                    raise ConfigError(f"--source {spec!r}: expected TASK=FILE with TASK in gsm8k, hotpotqa, strategyqa "
+                                      "(a custom task file goes with --verifier NAME)")
                 path = ws.path(where)
-                sources[task] = load_source(task, str(path) if path.exists() else where)
-        params = BuildParams(n=n, mix=parse_mix(mix), max_turns=max_turns, clarify_rate=clarify_rate, tools=tools,
+                sources[name] = load_source(name, str(path) if path.exists() else where)
+        params = BuildParams(n=n, mix=mix_d, max_turns=max_turns, clarify_rate=clarify_rate, tools=tools,
                              templates_dir=ws.path(templates_dir), seed=seed, sources=sources)
-        info = build_pool_file(ws, params, out, version=version)
+        out = out or (cfg.pool.out if cfg is not None else POOL)
+        info = build_pool_file(ws, params, out, version=version, tasks=tasks,
+                               heldout=shadow or (cfg.data.shadow_path if cfg is not None else SHADOW))
         typer.echo(f"wrote {info['path']} ({info['n']} items, {info['version']}, {info['seconds']} s, "
                    f"{info['workers']} worker(s)) sha256 {info['sha256']}")
 
@@ -98,19 +178,42 @@ def register(app: typer.Typer) -> None:
 
     @data.command("shadow-set")
     def shadow_set(
-        n: Annotated[int, typer.Option("--n", help="items")] = 245,
+        n: Annotated[Optional[int], typer.Option("--n", help="items (default 245; a mix of custom tasks only: all "
+                                                           "their held-out items)")] = None,
         seed: Annotated[int, typer.Option(help="seed")] = 20250820,
         stratify: Annotated[bool, typer.Option("--stratify/--no-stratify", help="stratify by task x difficulty")] = True,
-        out: Annotated[str, typer.Option(help="output JSONL")] = "data/shadow_eval_245.jsonl",
+        out: Annotated[Optional[str], typer.Option(help="output JSONL (default data.shadow_path of --config, else "
+                                                       "data/shadow_eval_245.jsonl)")] = None,
         manifest: Annotated[str, typer.Option(help="manifest JSON")] = "reports/rc1/sample_manifest.json",
         templates_dir: Annotated[str, typer.Option("--templates-dir", help="template pack")] = "templates/pack_v2",
         base: Annotated[Optional[str], typer.Option(help="base model whose tokenizer measures length")] = None,
+        mix: Annotated[Optional[str], typer.Option(help=f"task mix TASK:W,...; default {DEFAULT_MIX}, or the custom "
+                                                       "task alone, or the --config's datasets.mix")] = None,
+        source: Annotated[Optional[list[str]], typer.Option(help="with --verifier: a custom task file; its held-out "
+                                                                 "items make the set")] = None,
+        verifier: Annotated[Optional[str], typer.Option(help="the custom task's verifier")] = None,
+        task: Annotated[Optional[str], typer.Option(help="the custom task's name (default: from the file name)")] = None,
+        heldout: Annotated[Optional[float], typer.Option(help="share of the task file held out (default 0.2)")] = None,
+        config: Annotated[Optional[str], typer.Option("--config", "-c", help=CONFIG_HELP)] = None,
+        pool: Annotated[Optional[str], typer.Option(help="training pool the set must not share an item with (default: "
+                                                         "pool.out of --config, else data/rollouts/rc1_seed.jsonl)")] = None,
     ) -> None:
-        """Materialise the shadow eval set with a manifest and sha256."""
-        from rc1.data.pipeline import make_shadow_set
+        """Materialise the shadow eval set with a manifest and sha256 (custom tasks: their held-out items)."""
+        from rc1.data.pipeline import POOL, SHADOW, make_shadow_set
+        from rc1.runtime.errors import ConfigError
 
-        info = make_shadow_set(workspace(), n=n, seed=seed, stratify=stratify, out=out, manifest=manifest,
-                               templates_dir=templates_dir, base=base)
+        ws = workspace()
+        if source and verifier is None:
+            raise ConfigError("--source FILE goes with --verifier NAME (a custom task file)")
+        cfg = _run_config(ws, config)
+        specs, single = _custom_tasks(ws, cfg, source, verifier, task, heldout)
+        mix_d, tasks = _mix_and_tasks(ws, cfg, specs, mix, single)
+        if n is None and cfg is not None and "shadow_n" in cfg.pool.model_fields_set:
+            n = cfg.pool.shadow_n
+        out = out or (cfg.data.shadow_path if cfg is not None else SHADOW)
+        info = make_shadow_set(ws, n=n, seed=seed, stratify=stratify, out=out, manifest=manifest,
+                               templates_dir=templates_dir, base=base, mix=mix_d, tasks=tasks,
+                               pool=pool or (cfg.pool.out if cfg is not None else POOL))
         typer.echo(f"wrote {info['path']} ({info['n']} items) sha256 {info['sha256']}; manifest {manifest}")
         for task, cells in sorted(info["strata"].items()):
             typer.echo(f"  {task}: " + ", ".join(f"{b} {c}" for b, c in sorted(cells.items())))
@@ -121,14 +224,16 @@ def register(app: typer.Typer) -> None:
         shadow: Annotated[str, typer.Option(help="shadow eval set (leak check)")] = "data/shadow_eval_245.jsonl",
         v1: Annotated[str, typer.Option("--v1", help="previous (v1) pool for the 3-gram KL check")] = "data/rollouts/rc1_v1.jsonl",
         report: Annotated[str, typer.Option(help="report JSON")] = "reports/diversity_report.json",
-        gates: Annotated[Optional[str], typer.Option(help="gates config (default configs/gates.yaml)")] = None,
+        gates: Annotated[Optional[str], typer.Option(help="gates config (default: the --config's, else configs/gates.yaml)")] = None,
         base: Annotated[Optional[str], typer.Option(help="base model whose tokenizer measures length")] = None,
+        config: Annotated[Optional[str], typer.Option("--config", "-c", help="run config: its gates config and the "
+                                                                             "custom tasks that config's mixes may name")] = None,
     ) -> None:
         """Diversity, duplicates, length, mix and leak checks; exit 3 if any fails."""
         from rc1.data.pipeline import validate_pool_file
 
         ws = workspace()
-        g, source = _gates(ws, gates)
+        g, source = _gates(ws, gates, _run_config(ws, config))
         typer.echo(f"thresholds: {source}")
         rep = validate_pool_file(ws, pool, shadow=shadow, v1=v1, report=report, th=g.pool, base=base)
         _finish(rep, "pool", report)
@@ -167,13 +272,15 @@ def register(app: typer.Typer) -> None:
         metrics_path: Annotated[str, typer.Option("--metrics", help="metrics JSONL")] = "data/rollouts/rc1_seed.metrics.jsonl",
         balanced: Annotated[str, typer.Option(help="balanced pool JSONL")] = "data/rollouts/rc1_seed.balanced.jsonl",
         report: Annotated[str, typer.Option("--out", "--report", help="report JSON")] = "reports/rc1/difficulty_report.json",
-        gates: Annotated[Optional[str], typer.Option(help="gates config (default configs/gates.yaml)")] = None,
+        gates: Annotated[Optional[str], typer.Option(help="gates config (default: the --config's, else configs/gates.yaml)")] = None,
+        config: Annotated[Optional[str], typer.Option("--config", "-c", help="run config: its gates config and the "
+                                                                             "custom tasks that config's mixes may name")] = None,
     ) -> None:
         """Difficulty shares and bounds of the round 1 table; exit 3 if any fails."""
         from rc1.data.pipeline import validate_difficulty_file
 
         ws = workspace()
-        g, source = _gates(ws, gates)
+        g, source = _gates(ws, gates, _run_config(ws, config))
         typer.echo(f"thresholds: {source}")
         rep = validate_difficulty_file(ws, metrics_path, balanced, report=report, th=g.difficulty)
         _finish(rep, "difficulty", report)

@@ -16,41 +16,73 @@ def _fmt_rate(part: dict | None) -> str:
     return f"{100 * part['rate']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] (n={part['n']})"
 
 
+def _fmt_delta(d: dict | None) -> str:
+    if not d or d.get("delta_pp") is None:
+        return "n/a"
+    ci = d["ci95_pp"]
+    return f"{d['delta_pp']:+.1f} pp, 95% CI " + (f"[{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "n/a")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("eval")
     def eval_cmd(
         config: Annotated[str, typer.Option("--config", "-c", help="run config (relative to the workspace)")],
-        checkpoint: Annotated[str, typer.Option(help="checkpoint directory, a run directory, or 'latest'")] = "latest",
+        checkpoint: Annotated[str, typer.Option(help="checkpoint directory, a run directory, or 'latest' (of every "
+                                                     "seed run that has one)")] = "latest",
+        seed_index: Annotated[Optional[int], typer.Option("--seed-index", min=0, help="only this seed's training run")] = None,
         base_only: Annotated[bool, typer.Option("--base-only", help="evaluate the base model only")] = False,
-        n: Annotated[Optional[int], typer.Option("--n", min=1, help="evaluate the first N shadow items (default eval.n_shadow)")] = None,
+        n: Annotated[Optional[int], typer.Option("--n", min=1, help="held-out items (stratified; default eval.n_shadow)")] = None,
         batch_size: Annotated[int, typer.Option(min=1, help="episodes generated together")] = 32,
-        shadow_only: Annotated[bool, typer.Option("--shadow-only", help="skip eval_min (the held-out shadow set only)")] = False,
+        shadow_only: Annotated[bool, typer.Option("--shadow-only", help="the held-out set only: skip the dev split "
+                                                                         "(then best/ is not updated)")] = False,
     ) -> None:
-        """Greedy episodes of the base model and a checkpoint on the shadow set and eval_min → reports/ppo_eval_<ts>.json."""
+        """Greedy episodes of the base model and the trained run(s) on the held-out set and the dev split →
+        reports/ppo_eval_<ts>.json; best/ is chosen on the dev split."""
         from rc1.config.load import load_train_config
-        from rc1.eval.harness import HELDOUT, run_eval
+        from rc1.eval.harness import HELDOUT, run_eval, run_view
         from rc1.runtime.logs import setup_logging
 
         ws = workspace().ensure()
         cfg = load_train_config(config, ws)
         setup_logging(ws, console=False)
         path, rep = run_eval(ws, cfg, checkpoint=checkpoint, base_only=base_only, n=n, batch_size=batch_size,
-                             config_path=config, shadow_only=shadow_only, progress=lambda m: typer.echo(f"  {m}"))
-        held = rep["results"][HELDOUT]
-        typer.echo(f"held-out ({rep['sets'][HELDOUT]['path']}, n={rep['sets'][HELDOUT]['n']}):")
-        typer.echo(f"  base    success {_fmt_rate(held['base']['success'])}")
-        if held["trained"]:
-            d = held["delta"]["success"]
-            ci = d["ci95_pp"]
-            typer.echo(f"  trained success {_fmt_rate(held['trained']['success'])}  ({rep['checkpoint']['path']})")
-            typer.echo(f"  delta   {d['delta_pp']:+.1f} pp, 95% CI [{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "  delta   n/a")
-            best = rep.get("best") or {}
-            typer.echo(f"  best/   {'updated: ' + best['path'] if best.get('updated') else 'unchanged (' + str(best.get('reason')) + ')'}")
-        for who, thr in rep["throughput"].items():
-            if thr:
-                eps = thr.get("episodes_per_s")
-                typer.echo(f"  {who}: {thr['episodes']} episodes, "
-                           + ("cached" if thr.get("cached") else f"{thr['seconds']:.1f} s, {eps:.2f} episodes/s"))
+                             config_path=config, shadow_only=shadow_only, seed_index=seed_index,
+                             progress=lambda m: typer.echo(f"  {m}"))
+        held_set = rep["sets"][HELDOUT]
+        dt = rep["dtype"]
+        typer.echo(f"held-out ({held_set['path']}, n={held_set['n']}); eval dtype {dt['eval']} "
+                   f"(eval.dtype {dt['requested']}), training dtype {', '.join(dt['train'] or ['n/a'])}:")
+        view = run_view(rep, None, HELDOUT)
+        mde = view["mde"]["overall"]
+        typer.echo(f"  base     success {_fmt_rate(view['base']['success'])}"
+                   + (f"; detectable increase (80% power) {100 * mde['mde']:.1f} pp" if mde["mde"] is not None else ""))
+        maj = view["majority"]
+        typer.echo(f"  majority-class baseline {_fmt_rate(maj['overall'])} ("
+                   + ", ".join(f"{t} '{m['answer']}' {100 * m['rate']:.1f}%" for t, m in maj["by_task"].items())
+                   + "; on these items' own labels)")
+        for run in rep["runs"]:
+            v = run_view(rep, run, HELDOUT)
+            seed = f" seed {run['seed_index']}" if len(rep["runs"]) > 1 else ""
+            end = run["training"]
+            typer.echo(f"  trained{seed} success {_fmt_rate(v['trained']['success'])}  ({run['checkpoint']['path']}; "
+                       f"run ended: {end['reason'] or 'unknown'}{', STOPPED EARLY' if end['stopped_early'] else ''})")
+            typer.echo(f"    delta vs base      {_fmt_delta(v['delta']['success'])}")
+            typer.echo(f"    delta vs majority  {_fmt_delta(v['vs_majority']['success'])}")
+            best = run.get("best") or {}
+            typer.echo(f"    best/ (dev {best.get('metric')}) "
+                       + (f"updated: {best['path']}" if best.get("updated") else f"unchanged ({best.get('reason')})"))
+        if rep.get("spread"):
+            d = rep["spread"][HELDOUT]["delta_pp"]
+            typer.echo(f"  across {d['n']} seeds: delta min {d['min']:+.1f} / mean {d['mean']:+.1f} / max {d['max']:+.1f} pp")
+        thr = rep["throughput"]
+        b, gen = thr["base"], thr["base"].get("generated")
+        typer.echo(f"  base: {b['episodes']} episodes; " + "; ".join(
+            ([f"cached ({', '.join(b['cached_sets'])})"] if b.get("cached_sets") else [])
+            + ([f"generated {gen['episodes']} in {gen['seconds']:.1f} s, {gen['episodes_per_s']:.2f} episodes/s"]
+               if gen else [])))
+        for run, t in zip(rep["runs"], thr["runs"]):
+            typer.echo(f"  {run['checkpoint']['path']}: {t['episodes']} episodes, {t['seconds']:.1f} s, "
+                       f"{t['episodes_per_s']:.2f} episodes/s")
         typer.echo(f"wrote {ws.rel(path)}")
 
     @app.command("report")
@@ -82,7 +114,7 @@ def register(app: typer.Typer) -> None:
 
         ws = workspace().ensure()
         cfg = load_train_config(config, ws)
-        gates = load_gates_config(cfg.gates, ws)
+        gates = load_gates_config(cfg.gates, ws, tasks=cfg.datasets.tasks)
         if stage not in gates.scale.stages:
             raise ConfigError(f"--stage {stage!r}: unknown stage; known: {', '.join(gates.scale.stages)}")
         ctx = GateContext(ws=ws, gates=gates, round=stage, config=cfg, config_path=ws.path(config),

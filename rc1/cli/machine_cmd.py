@@ -52,11 +52,17 @@ def register(app: typer.Typer) -> None:
     def advance(
         to: Annotated[str, typer.Option("--to", help="target state (round1, round2, training, eval, scale_1000, scale_5000)")],
         config: Annotated[Optional[str], typer.Option("--config", "-c", help="run config (relative to the workspace)")] = None,
+        accept_early_stop: Annotated[Optional[str], typer.Option(
+            "--accept-early-stop", metavar="WHY",
+            help="accept that this config's training run(s) stopped early, for the RC1 gate (audited; "
+                 "names the run's end record, so it never applies to a later run)")] = None,
     ) -> None:
         """Run every gate on the way to STATE. Exit 0 reached, 3 a gate refused, 2 config error."""
         from rc1.machine.service import advance as do_advance
 
         ws = workspace()
+        if accept_early_stop is not None:
+            _accept_early_stop(ws, to, config, accept_early_stop)
 
         def on_gate(gate, results):
             print_checks(results)
@@ -85,3 +91,23 @@ def register(app: typer.Typer) -> None:
         m = open_machine(workspace(), gate_runner=lambda gate: [])
         m.fire("reset")
         typer.echo(f"state: {m.state}")
+
+
+def _accept_early_stop(ws, to: str, config: str | None, why: str) -> None:
+    """Record the operator's acceptance of early-stopped runs before the gates run (rc1.eval.runs)."""
+    from rc1.config.load import load_train_config
+    from rc1.eval.runs import accept_early_stop
+    from rc1.machine import store
+    from rc1.machine.service import resolve_state
+    from rc1.machine.table import STATES
+    from rc1.runtime.errors import ConfigError
+
+    target = resolve_state(to)
+    if STATES.index(target) < STATES.index("scale_1000"):
+        raise ConfigError(f"--accept-early-stop is for the RC1 gate (eval -> scale_1000); --to {to} does not pass it")
+    path = config or store.load_record(ws).config_path
+    if path is None:
+        raise ConfigError("--accept-early-stop needs --config (which run's training to accept)")
+    for e in accept_early_stop(ws, load_train_config(path, ws), why, config_path=path):
+        typer.echo(f"accepted early stop of {e['run_dir']} ({e['reason']} at step {e['step']}/{e['max_steps']}, "
+                   f"{e['end_record']} sha256 {e['end_record_sha256'][:12]}): recorded in {store.AUDIT_FILE}")

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "rc1.cli.judge_cmd",
     "rc1.cli.train_cmd",
     "rc1.cli.eval_cmd",
+    "rc1.cli.export_cmd",
     "rc1.cli.console_cmd",
     "rc1.cli.bench_cmd",
     "rc1.cli.pipeline_cmd",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
-from typing import TypeVar
+from typing import Iterable, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -17,6 +18,7 @@ from rc1.runtime.fingerprint import sha256_json
 from rc1.runtime.workspace import Workspace
 
 M = TypeVar("M", bound=BaseModel)
+_DOTTED_MESSAGE = re.compile(r"^[a-z_]+(\.[a-z_]+)*: ")
 EFFECTIVE_CONFIG = "reports/config_effective.yaml"
 
 
@@ -30,6 +32,9 @@ def format_validation_error(err: ValidationError, prefix: str = "") -> list[str]
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         path = ".".join(p for p in (prefix, loc) if p)
+        if not path and _DOTTED_MESSAGE.match(msg):  # a cross-field check that names its own dotted path
+            lines.append(msg)
+            continue
         lines.append(f"{path or '<root>'}: {msg}")
     return lines
 
@@ -66,9 +71,9 @@ def _read_mapping(path: Path) -> dict:
     return data
 
 
-def validate(model: type[M], data: dict, source: str) -> M:
+def validate(model: type[M], data: dict, source: str, context: dict | None = None) -> M:
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as err:
         lines = format_validation_error(err)
         raise ConfigError(f"{source}: {len(lines)} error(s)", lines=lines) from None
@@ -118,11 +123,15 @@ def missing_keys(model: type[BaseModel], data: dict, prefix: str = "") -> list[s
     return out
 
 
-def load_gates_config(path: str | os.PathLike, ws: Workspace | None = None) -> GatesConfig:
-    """A gates config states every threshold: a key left out is an error (exit 2), never a silent default."""
+def load_gates_config(path: str | os.PathLike, ws: Workspace | None = None, *,
+                      tasks: Iterable[str] = ()) -> GatesConfig:
+    """A gates config states every threshold: a key left out is an error (exit 2), never a silent default.
+
+    `tasks`: the custom task names its mixes may use (the run config's `datasets.tasks`); any other
+    name is an unknown task (exit 2)."""
     p = _resolve(ws, path)
     data = read_mapping(p, path)
-    cfg = validate(GatesConfig, data, str(path))
+    cfg = validate(GatesConfig, data, str(path), context={"tasks": tuple(tasks)})
     missing = missing_keys(GatesConfig, data)
     if missing:
         raise ConfigError(f"{path}: {len(missing)} threshold(s) missing; a gates config states every one",
@@ -163,7 +172,8 @@ def verify_config_file(path: str | os.PathLike, ws: Workspace | None = None) -> 
     _apply_env_overrides(cfg)
     # A train config names a gates config and weights: they must load too.
     errs: list[str] = []
-    for label, ref, loader in (("gates", cfg.gates, load_gates_config), ("reward.weights", cfg.reward.weights, load_weights)):
+    gates = lambda ref, ws: load_gates_config(ref, ws, tasks=cfg.datasets.tasks)  # noqa: E731
+    for label, ref, loader in (("gates", cfg.gates, gates), ("reward.weights", cfg.reward.weights, load_weights)):
         try:
             loader(ref, ws)
         except ConfigError as exc:

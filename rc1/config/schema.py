@@ -6,16 +6,25 @@ path together with every other error in the file (see `rc1.config.load`).
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+import re
+from typing import Iterable, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-TASKS = ("hotpotqa", "strategyqa", "gsm8k")
+from rc1.config import registry
+
+TASKS = ("hotpotqa", "strategyqa", "gsm8k")   # the built-in tasks; custom ones are declared in datasets.tasks
+TASK_NAME = r"^[a-z][a-z0-9_]{0,39}$"
+# Verifier names; rc1.rewards.verifiers implements them (a test keeps the two in step). The built-in
+# tasks are instances of the named verifiers.
+VERIFIER_NAMES = ("numeric", "exact", "f1", "yes_no", "choice")
+TASK_VERIFIERS = {"gsm8k": "numeric", "hotpotqa": "f1", "strategyqa": "yes_no"}
+PYTHON_VERIFIER = re.compile(r"^python:([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*)$")
 BUCKETS = ("easy", "medium", "hard")
-ENGINES = ("pure_pt", "trl")
-STRATEGIES = ("grpo", "ppo", "dpo", "rloo", "sft")
-# Which strategies each engine runs. TRL 1.x deleted PPOTrainer: PPO runs on pure_pt only.
-ENGINE_STRATEGIES = {"pure_pt": {"grpo", "ppo", "dpo", "rloo", "sft"}, "trl": {"grpo", "rloo", "dpo", "sft"}}
+# Names come from rc1.config.registry: the one table of engines, strategies and callbacks.
+EngineName = Literal[tuple(registry.ENGINES) + tuple(registry.SEED_ALIASES)]  # type: ignore[valid-type]
+StrategyName = Literal[tuple(registry.STRATEGIES)]  # type: ignore[valid-type]
+CallbackName = Literal[tuple(registry.CALLBACKS)]  # type: ignore[valid-type]
 LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -23,10 +32,40 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-def _check_mix(mix: dict[str, float]) -> dict[str, float]:
-    unknown = sorted(set(mix) - set(TASKS))
-    if unknown:
-        raise ValueError(f"unknown task(s) {unknown}; known: {list(TASKS)}")
+def verifier_problem(spec: str) -> str | None:
+    """Why `spec` is not a verifier name (syntax only: nothing is imported here), or None."""
+    if spec in VERIFIER_NAMES or PYTHON_VERIFIER.match(spec):
+        return None
+    if spec.startswith("python:"):
+        return f"{spec!r} is not python:MODULE:FUNCTION (e.g. python:my_verifiers:check)"
+    return f"unknown verifier {spec!r}; named verifiers: {', '.join(VERIFIER_NAMES)}, or python:MODULE:FUNCTION"
+
+
+def task_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a custom task, or None."""
+    if name in TASKS:
+        return f"{name!r} is a built-in task; name a custom task otherwise"
+    if name in (*BUCKETS, "all"):  # report keys: success_<bucket>, clarification["all"]
+        return f"task name {name!r} is reserved; choose another"
+    if not re.match(TASK_NAME, name):
+        return f"task name {name!r}: use lowercase letters, digits and _ (starting with a letter, at most 40)"
+    return None
+
+
+def task_order(names: Iterable[str]) -> list[str]:
+    """Task names in report order: the built-in tasks first (in TASKS order), then custom ones sorted."""
+    names = set(names)
+    return [t for t in TASKS if t in names] + sorted(names - set(TASKS))
+
+
+def _check_mix(mix: dict[str, float], custom: Iterable[str] | None = ()) -> dict[str, float]:
+    """Weights >= 0 summing to 1 over known tasks. `custom=None`: the custom tasks failed validation
+    themselves (already reported), so names are not judged."""
+    known = task_order([*TASKS, *(custom or ())])
+    unknown = sorted(set(mix) - set(known))
+    if unknown and custom is not None:
+        raise ValueError(f"unknown task(s) {unknown}; known: {known} (a custom task is declared under "
+                         "datasets.tasks of the run config)")
     if any(v < 0 for v in mix.values()):
         raise ValueError("mix weights must be >= 0")
     total = sum(mix.values())
@@ -85,21 +124,29 @@ class ModelSection(Strict):
 
 
 class EngineSection(Strict):
-    name: Literal["pure_pt", "trl", "trl_ppo"] = "pure_pt"
+    name: EngineName = "pure_pt"
     lr: float = Field(1e-5, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     warmup_steps: int = Field(0, ge=0)
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     clip_coef: float = Field(0.2, gt=0)
     max_grad_norm: float = Field(1.0, gt=0)
-    target_kl: float | None = Field(None, gt=0)
+    target_kl: float | None = Field(None, gt=0, description="alias of the top-level target_kl (same units)")
 
 
 class StrategySection(Strict):
-    name: Literal["grpo", "ppo", "dpo", "rloo", "sft"] = "grpo"
+    name: StrategyName = "grpo"
     num_generations: int = Field(4, ge=2, description="completions per prompt (group size)")
     prompts_per_step: int = Field(2, ge=1)
     kl_coef: float = Field(0.04, ge=0, description="beta: KL penalty toward the reference policy")
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description="GRPO advantage scale: the group's reward std, the batch's, or none (Dr. GRPO)")
+    resample_zero_signal: int = Field(
+        0, ge=0, description="per step, at most this many fresh draws replace groups whose successes are all "
+                             "equal (no correctness signal): DAPO's dynamic sampling")
+    loss_type: Literal["token", "sequence", "dr_grpo"] = Field(
+        "token", description="policy-loss aggregation: token mean over the batch (TRL dapo), per-sequence mean "
+                             "(TRL grpo), or sum / (B * max_new_tokens) (Dr. GRPO)")
     ppo_epochs: int = Field(1, ge=1)
     gamma: float = Field(1.0, ge=0, le=1)
     gae_lambda: float = Field(0.95, ge=0, le=1)
@@ -108,6 +155,15 @@ class StrategySection(Strict):
     dpo_beta: float = Field(0.1, gt=0)
     entropy_coef: float = Field(0.0, ge=0)
     max_turns: int | None = Field(None, ge=1, le=16, description="turn limit of training episodes (None = each item's max_turns)")
+    multi_turn: Literal["auto", "concat", "split_turns"] = Field(
+        "auto", description="multi-turn episodes: one sample generated from the concatenated turns, or one sample "
+                            "per model turn generated from the chat template's rendering (split_turns, for templates "
+                            "that rewrite history like Qwen3's); auto = split_turns exactly when the template "
+                            "rewrites history (rc1.envs.env)")
+    importance_sampling_cap: float | None = Field(
+        2.0, ge=1, description="C of the truncated importance-sampling correction min(pi_old / pi_sampler, C) applied "
+                               "when the sampler's numerics differ from the trainer's (a bf16 sampling copy); "
+                               "null = off (sampler_mismatch_kl is logged either way)")
 
 
 class PenaltySection(Strict):
@@ -171,10 +227,65 @@ class FinetuneSection(Strict):
     method: Literal["full", "lora", "qlora"] = "lora"
 
 
+class TaskSection(Strict):
+    """A custom task (rc1.data.generic): a JSONL task file whose answers a named verifier checks."""
+
+    path: str = Field(description="task file: JSONL of {id?, messages | question, answer, aliases?, meta?}")
+    verifier: str = Field(description="numeric | exact | f1 | yes_no | choice | python:MODULE:FUNCTION (a module "
+                                      "file in the workspace or an installed package)")
+    heldout: float | None = Field(
+        None, ge=0, lt=1, description="share of `path` held out for the shadow/eval set, chosen by a hash of each "
+                                      "item's id (default 0.2; 0 with heldout_path)")
+    heldout_path: str | None = Field(None, description="a separate held-out task file instead of a split of `path`")
+    split_seed: int = Field(20250820, description="seed of the held-out split")
+    max_turns: int = Field(3, ge=1, le=16, description="turn limit of this task's episodes")
+    tools: list[Literal["calc"]] = Field(
+        default_factory=list, description="tools the model may call (wiki needs documents, which task files lack)")
+
+    @field_validator("verifier")
+    @classmethod
+    def _verifier(cls, v: str) -> str:
+        problem = verifier_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @model_validator(mode="after")
+    def _one_heldout(self):
+        if self.heldout_path and self.heldout:
+            raise ValueError("give heldout (a share of path) or heldout_path (a separate file), not both")
+        return self
+
+    @property
+    def heldout_share(self) -> float:
+        if self.heldout is not None:
+            return self.heldout
+        return 0.0 if self.heldout_path else 0.2
+
+
 class DatasetsSection(Strict):
+    # `tasks` first: the mix validator reads the custom task names from it.
+    tasks: dict[str, TaskSection] = Field(default_factory=dict, description="custom tasks by name (usable in mix)")
     mix: dict[str, float] = Field(default_factory=lambda: {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25})
 
-    _mix = field_validator("mix")(classmethod(lambda cls, v: _check_mix(v)))
+    @field_validator("tasks")
+    @classmethod
+    def _task_names(cls, v: dict[str, TaskSection]) -> dict[str, TaskSection]:
+        for name in v:
+            problem = task_name_problem(name)
+            if problem:
+                raise ValueError(problem)
+        return v
+
+    @field_validator("mix")
+    @classmethod
+    def _mix(cls, v: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        return _check_mix(v, info.data["tasks"].keys() if "tasks" in info.data else None)
+
+    @property
+    def task_names(self) -> list[str]:
+        """Every task this config knows: the built-in ones and its custom ones."""
+        return task_order([*TASKS, *self.tasks])
 
 
 class PoolSection(Strict):
@@ -217,22 +328,62 @@ class PrioritySamplingSection(Strict):
 
 
 class EvalSection(Strict):
-    n_shadow: int | None = Field(None, ge=1, description="limit eval to the first N shadow items (None = all)")
+    n_shadow: int | None = Field(None, ge=1, description="held-out items evaluated: a stratified subset of the shadow set "
+                                                        "(None = all)")
+    n_dev: int | None = Field(None, ge=1, description="dev items (data.eval_path, stratified) `rc1 eval` chooses best/ on "
+                                                     "(None = all)")
     shadow_run_n: int | None = Field(None, ge=1, description="items the round-2 shadow run scores (None = the shadow set)")
     shadow_run_max_turns: int | None = Field(None, ge=1, description="turn limit of shadow-run episodes (None = pool.max_turns)")
     shadow_run_source: Literal["sample", "eval_base"] = Field(
         "sample", description="answers the round-2 shadow run scores: sampled (shadow_run_n) or the eval's greedy base pass")
     calibration_n: int = Field(64, ge=10, description="training items the base model answers for `rc1 reward calibrate` in the pipeline")
-    metric: str = Field("success", description="metric that picks best/")
+    metric: str = Field("success", description="metric that picks best/, measured on the dev split")
     max_new_tokens: int | None = Field(None, ge=1)
-    dtype: Literal["auto", "fp32", "bf16"] = Field("auto", description="eval inference dtype; auto = the device policy")
+    dtype: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="eval inference dtype; auto = fp32 on CPU, the device policy on MPS/CUDA; bf16 on a CPU "
+                            "only where it has AVX512-BF16/AMX (else fp32, logged)")
+
+
+class MonitorSection(Strict):
+    """What the trainer watches (rc1.training.monitor): reward vs success, and the KL vs target_kl."""
+
+    window: int = Field(8, ge=4, description="metrics lines in the divergence window; optimizer steps in the KL window")
+    alpha: float = Field(0.05, gt=0, lt=1, description="one-sided p-value of the reward's rising trend (Kendall)")
+    kl_control: Literal["adaptive", "early_stop"] = Field(
+        "adaptive", description="hold the KL near target_kl by adapting the KL coefficient, or stop the run")
+    kl_adapt_rate: float = Field(0.1, gt=0, le=1, description="adaptive: relative change of the coefficient per optimizer step")
+    kl_stop_factor: float = Field(1.5, ge=1, description="early_stop: stop when the window's mean KL exceeds this x target_kl")
+
+
+class DistributedSection(Strict):
+    """Data-parallel training through Accelerate (rc1.training.distributed): `rc1 train --nproc N`, or
+    `accelerate launch ... -m rc1.cli.main train`. run.gradient_accumulation counts the micro-batches of one
+    optimizer step over ALL processes, so the same config trains the same on 1 process or N."""
+
+    processes: int = Field(1, ge=1, le=4096, description="processes (ranks) on this machine; `rc1 train --nproc` overrides")
+    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="auto: nccl on CUDA, gloo on CPU")
+    sharding: Literal["none", "fsdp2", "deepspeed_zero2", "deepspeed_zero3"] = Field(
+        "none", description="none: DDP (a full replica per rank); fsdp2 / deepspeed_zero2|3: Accelerate's FSDP2 and "
+                            "DeepSpeed plugins (CUDA only)")
+    mixed_precision: Literal["auto", "no", "fp16", "bf16"] = Field(
+        "auto", description="precision of the data-parallel engine; auto: run.mixed_precision")
+    main_port: int = Field(0, ge=0, le=65535, description="rank 0's rendezvous port; 0: a free port (one machine only)")
+    timeout_s: float = Field(600.0, gt=0, description="a collective that waits longer (a rank died or hangs) fails "
+                                                     "every rank")
+    stop_timeout_s: float = Field(600.0, gt=0, description="after a stop signal, how long the ranks get to finish the "
+                                                          "step and checkpoint before the launcher kills them")
 
 
 class CallbackSpec(Strict):
-    name: Literal["logging", "checkpoint", "eval_shadow", "early_stop", "lr_schedule", "grad_clip", "tensorboard"]
+    name: CallbackName
     patience: int | None = Field(None, ge=1)
     min_delta: float | None = None
-    eval_items: int | None = Field(None, ge=1)
+    eval_items: int | None = Field(None, ge=1, description="eval_dev: dev items evaluated (stratified; default 16)")
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _alias(cls, v):
+        return registry.CALLBACK_ALIASES.get(v, v) if isinstance(v, str) else v
 
 
 TRAINING_END_FILE = "reports/state/training_end.json"
@@ -242,7 +393,7 @@ class SeedRun(NamedTuple):
     index: int
     seed: int
     checkpoint_dir: str
-    end_file: str     # the recipe's record of how this run ended (rc1.engines.recipe)
+    end_file: str     # the recipe's record of how this run ended (rc1.training.recipe)
 
 
 class TrainConfig(Strict):
@@ -255,11 +406,13 @@ class TrainConfig(Strict):
     model: ModelSection = Field(default_factory=ModelSection)
     engine: EngineSection = Field(default_factory=EngineSection)
     strategy: StrategySection = Field(default_factory=StrategySection)
-    callbacks: list[CallbackSpec | str] = Field(default_factory=lambda: ["logging", "checkpoint", "eval_shadow"])
+    callbacks: list[CallbackSpec | str] = Field(default_factory=lambda: ["logging", "checkpoint", "eval_dev"])
     reward: RewardSection = Field(default_factory=RewardSection)
     scorer: ScorerSection = Field(default_factory=ScorerSection)
     pool: PoolSection = Field(default_factory=PoolSection)
     eval: EvalSection = Field(default_factory=EvalSection)
+    monitor: MonitorSection = Field(default_factory=MonitorSection)
+    distributed: DistributedSection = Field(default_factory=DistributedSection)
 
     # Keys of the seeds' ppo_scale.yaml, checked by the run-config gate.
     simulate: bool = False
@@ -267,7 +420,9 @@ class TrainConfig(Strict):
     base_model: str | None = Field(None, description="alias of model.base (seeds); must agree when both given")
     datasets: DatasetsSection = Field(default_factory=DatasetsSection)
     steps: int | None = Field(None, ge=1, description="planned total steps of the run (gate: >= 50000 in production)")
-    target_kl: float | None = Field(None, gt=0)
+    target_kl: float | None = Field(
+        None, gt=0, description="per-token KL(pi || ref) to hold, in nats: the k3 estimate averaged over action "
+                                "tokens (not summed per sequence), as every strategy logs `kl`")
     seeds: list[int] | None = Field(
         None, min_length=1, description="training seeds, one training run each (`rc1 train --seed-index i`); "
                                         "run.seed is seeds[0]. Default: [run.seed]")
@@ -279,27 +434,33 @@ class TrainConfig(Strict):
     @field_validator("callbacks")
     @classmethod
     def _callbacks(cls, v):
-        known = {"logging", "checkpoint", "eval_shadow", "early_stop", "lr_schedule", "grad_clip", "tensorboard"}
+        known = set(registry.CALLBACKS) | set(registry.CALLBACK_ALIASES)
         out = []
         for i, cb in enumerate(v):
             if isinstance(cb, str):
                 if cb not in known:
-                    raise ValueError(f"[{i}] unknown callback {cb!r}; known: {sorted(known)}")
+                    raise ValueError(f"[{i}] unknown callback {cb!r}; known: {sorted(registry.CALLBACKS)}")
                 cb = CallbackSpec(name=cb)
             out.append(cb)
         return out
 
     @model_validator(mode="after")
     def _consistency(self):
-        if self.engine.name == "trl_ppo" or (self.engine.name == "trl" and self.strategy.name == "ppo"):
-            raise ValueError(
-                "engine: TRL 1.x has no PPOTrainer (it was deleted), so 'trl' + 'ppo' cannot run; "
-                "use engine.name: pure_pt with strategy.name: ppo")
-        if self.strategy.name not in ENGINE_STRATEGIES[self.engine.name]:
-            raise ValueError(f"engine {self.engine.name!r} does not run strategy {self.strategy.name!r}; "
-                             f"it runs {sorted(ENGINE_STRATEGIES[self.engine.name])}")
+        why = registry.engine_strategy_error(self.engine.name, self.strategy.name)
+        if why:
+            raise ValueError(f"engine: {why}")
+        why = registry.engine_settings_error(self.engine.name, multi_turn=self.strategy.multi_turn,
+                                             target_kl=self.effective_target_kl, kl_control=self.monitor.kl_control,
+                                             kl_coef=self.strategy.kl_coef, top_p=self.model.top_p,
+                                             epochs=self.strategy.ppo_epochs,
+                                             gradient_accumulation=self.run.gradient_accumulation)
+        if why:
+            raise ValueError(f"engine: {why}")
         if self.base_model is not None and self.base_model != self.model.base:
             raise ValueError(f"base_model {self.base_model!r} disagrees with model.base {self.model.base!r}")
+        if self.data.max_length <= self.model.max_new_tokens:
+            raise ValueError(f"data.max_length ({self.data.max_length}) must exceed model.max_new_tokens "
+                             f"({self.model.max_new_tokens}): a turn's prompt and its completion share it")
         if self.steps is not None and self.run.max_steps > self.steps:
             raise ValueError(f"run.max_steps ({self.run.max_steps}) exceeds steps ({self.steps})")
         if self.target_kl is not None and self.engine.target_kl is not None and self.target_kl != self.engine.target_kl:
@@ -309,9 +470,47 @@ class TrainConfig(Strict):
         if self.seeds and "seed" in self.run.model_fields_set and self.run.seed != self.seeds[0]:
             raise ValueError(f"run.seed ({self.run.seed}) must be seeds[0] ({self.seeds[0]}): seed i of `seeds` "
                              "is trained by `rc1 train --seed-index i`")
+        if (self.effective_target_kl is not None and self.monitor.kl_control == "adaptive"
+                and self.strategy.name in ("grpo", "rloo", "ppo") and self.strategy.kl_coef == 0):
+            raise ValueError("monitor.kl_control: adaptive needs strategy.kl_coef > 0 to adapt (it is 0); set a "
+                             "starting kl_coef, or use kl_control: early_stop")
+        dist_errors = self.distributed_errors(self.distributed.processes)
+        if dist_errors:
+            raise ValueError(dist_errors[0])
         if self.seeds and len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds {self.seeds} repeat a seed: each training run needs its own")
         return self
+
+    def distributed_errors(self, processes: int, label: str = "distributed.processes") -> list[str]:
+        """Why this config cannot train on `processes` ranks (machine-independent rules; the machine's own are
+        rc1.training.distributed.machine_errors). `label`: what set the number (a key, or --nproc)."""
+        d, accum, errs = self.distributed, self.run.gradient_accumulation, []
+        if accum % processes:
+            errs.append(f"{label}: {processes} processes must divide run.gradient_accumulation ({accum}): it counts "
+                        "the micro-batches of one optimizer step over all processes, so the run would not train the "
+                        "same")
+        elif processes > 1 and self.engine.name == "pure_pt" and self.run.max_steps % accum:
+            errs.append(f"run.max_steps ({self.run.max_steps}) must be a multiple of run.gradient_accumulation ({accum}) "
+                        "on several processes: a distributed run checkpoints only at optimizer steps")
+        if d.mixed_precision != "auto" and self.run.mixed_precision != "auto" and d.mixed_precision != self.run.mixed_precision \
+                and {d.mixed_precision, self.run.mixed_precision} != {"no", "fp32"}:
+            errs.append(f"distributed.mixed_precision ({d.mixed_precision}) disagrees with run.mixed_precision "
+                        f"({self.run.mixed_precision}); set one of them, or make them equal")
+        if d.sharding != "none" and self.engine.name == "trl":
+            errs.append(f"distributed.sharding: {d.sharding} is not wired to the trl engine (TRL runs DDP under rc1); "
+                        "use sharding: none, or engine.name: pure_pt")
+        if d.sharding != "none" and self.train_precision == "fp16":
+            errs.append(f"distributed.sharding: {d.sharding} trains in bf16 or fp32 under rc1, not fp16 (its loss scaler "
+                        "is not a sharded one); set distributed.mixed_precision: bf16")
+        if d.sharding != "none" and self.finetune.method == "qlora":
+            errs.append(f"distributed.sharding: {d.sharding} cannot shard a 4-bit (qlora) base; use sharding: none "
+                        "(DDP over the LoRA adapters) or finetune.method: lora")
+        return errs
+
+    @property
+    def train_precision(self) -> str:
+        """The precision the training engine runs in: distributed.mixed_precision when set, else run.mixed_precision."""
+        return self.run.mixed_precision if self.distributed.mixed_precision == "auto" else self.distributed.mixed_precision
 
     @property
     def seed_list(self) -> list[int]:
@@ -353,6 +552,12 @@ class TrainConfig(Strict):
 
 
 # ----------------------------------------------------------------------------- gates config
+def _context_tasks(info: ValidationInfo) -> Iterable[str]:
+    """Custom task names a gates config may use in its mixes: those of the run config that names it,
+    passed as validation context (rc1.config.load.load_gates_config(..., tasks=...))."""
+    return (info.context or {}).get("tasks", ())
+
+
 class PoolGate(Strict):
     distinct2_min: float = Field(0.60, ge=0, le=1, description="mean distinct-2 over windows of distinct2_window items")
     distinct2_window: int = Field(64, ge=2, description="items per window of the distinct-2 mean")
@@ -371,7 +576,7 @@ class PoolGate(Strict):
     mix_tol_pp: float = Field(3.0, ge=0)
     min_items: int = Field(1, ge=1)
 
-    _mix = field_validator("mix")(classmethod(lambda cls, v: _check_mix(v)))
+    _mix = field_validator("mix")(classmethod(lambda cls, v, info: _check_mix(v, _context_tasks(info))))
 
 
 class DifficultyGate(Strict):
@@ -419,6 +624,20 @@ class RunConfigGate(Strict):
     mix: dict[str, float] = Field(default_factory=lambda: {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25})
     mix_tol_pp: float = Field(3.0, ge=0)
 
+    _mix = field_validator("mix")(classmethod(lambda cls, v, info: _check_mix(v, _context_tasks(info))))
+
+
+class LearningSignalGate(Strict):
+    min_prompts: int = Field(8, ge=1, description="training prompts the base policy is rolled out on")
+    pass_rate_min: float = Field(0.0, ge=0, le=1, description="base pass rate must be above this (0: any success)")
+    pass_at_k_min: float = Field(0.1, ge=0, le=1, description="prompts with >= 1 correct episode among num_generations")
+    truncation_max: float = Field(0.5, ge=0, le=1)
+    no_signal_max: float = Field(0.95, ge=0, le=1, description="groups whose successes are all equal")
+
+
+class TrainingDoneGate(Strict):
+    kl_tolerance: float = Field(1.5, ge=1, description="the run's last-window mean KL may exceed target_kl by this factor")
+
 
 class ResourcesGate(Strict):
     min_free_disk_gb: float = Field(50.0, ge=0)
@@ -446,9 +665,16 @@ class AblationGate(Strict):
 
 
 class EvalGate(Strict):
+    """RC1 thresholds on held-out deltas (trained - base, paired items). Each is judged on the end of the
+    paired-bootstrap 95 % CI least favourable to the model; the point estimate is printed beside it."""
+
+    success_delta_pp_gt: float = Field(0.0, description="overall success delta: CI lower bound must exceed it (pp)")
+    vs_majority_pp_gt: float = Field(
+        0.0, description="trained success minus the majority-class baseline on the same items: CI lower bound must "
+                         "exceed it (pp)")
     needs_clar_success_pp_min: float = 5.0
     overclar_rel_reduction_min: float = Field(0.20, ge=0, le=1)
-    avg_turns_max_increase: float = 0.0
+    avg_turns_max_increase: float = Field(0.0, description="average turns delta: CI upper bound must not exceed it")
     hard_success_pp_min: float = 5.0
 
 
@@ -472,6 +698,8 @@ class GatesConfig(Strict):
     scorer: ScorerGate = Field(default_factory=ScorerGate)
     run_config: RunConfigGate = Field(default_factory=RunConfigGate)
     resources: ResourcesGate = Field(default_factory=ResourcesGate)
+    training_done: TrainingDoneGate = Field(default_factory=TrainingDoneGate)
+    learning_signal: LearningSignalGate = Field(default_factory=LearningSignalGate)
     shadow_run: ShadowRunGate = Field(default_factory=ShadowRunGate)
     calibration: CalibrationGate = Field(default_factory=CalibrationGate)
     ablation: AblationGate = Field(default_factory=AblationGate)

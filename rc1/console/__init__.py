@@ -4,5 +4,5 @@
 - backend.py: `ConsoleBackend`, the core calls the console makes (the same the CLI makes)
 - view.py / metrics_feed.py / procs.py: what the workers read and compute, off the UI thread
 - screens/: one file per screen; widgets/: reusable widgets; console.tcss: the one stylesheet
-- bench.py: `rc1 bench console`
+- its benchmark (`rc1 bench console`) is rc1.bench.console
 """

@@ -20,7 +20,7 @@ from rc1.runtime.metrics import MetricsTail
 PLOTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loss", ("loss",)),
     ("KL", ("kl",)),
-    ("reward (total)", ("reward",)),
+    ("reward / success", ("reward", "success")),
     ("reward / dimension", ("reward/*",)),
     ("ratio / clip_frac", ("ratio", "clip_frac")),
     ("lr", ("lr",)),
@@ -35,6 +35,7 @@ FULL_READ_BYTES = 2 << 20   # files up to this size are read in full before the 
 SAMPLE_LINES = 1200      # lines sampled from a larger file for the preview
 TAIL_BYTES = 128 << 10   # exact tail read for the preview
 SCAN_CHUNK = 4 << 20     # bytes parsed per loop iteration during the full scan
+ALERTS_KEPT = 5          # latest trainer alerts (e.g. reward/success divergence) shown on the Training screen
 
 
 class Series:
@@ -90,9 +91,13 @@ class MetricsStore:
     records: int = 0
     last: dict = field(default_factory=dict)
     recent_sec_per_step: list[float] = field(default_factory=list)
+    alerts: list[tuple[int, str]] = field(default_factory=list)   # (step, message) of the trainer's alerts
 
     def add(self, rec: dict) -> None:
         self.records += 1
+        if rec.get("alert"):
+            self.alerts.append((rec.get("step"), str(rec["alert"])))
+            del self.alerts[:-ALERTS_KEPT]
         step = _number(rec.get("step", rec.get("train/step")))
         x = step if step is not None else float(self.records)
         flat = {}
@@ -146,6 +151,7 @@ class MetricsSnapshot:
     sec_per_step: float | None
     exact: bool           # False while a large file is shown from a sample
     file_exists: bool = True
+    alerts: tuple = ()    # (step, message) of the latest trainer alerts
 
 
 class MetricsFeed:
@@ -201,10 +207,10 @@ class MetricsFeed:
         if self.preview_store is not None:
             st = self.preview_store
             return MetricsSnapshot(st.plot_series(), st.records, self.preview_bad, dict(st.last),
-                                   st.sec_per_step(), exact=False, file_exists=exists)
+                                   st.sec_per_step(), exact=False, file_exists=exists, alerts=tuple(st.alerts))
         st = self.store
         return MetricsSnapshot(st.plot_series(), st.records, self.tail.bad_lines, dict(st.last),
-                               st.sec_per_step(), exact=True, file_exists=exists)
+                               st.sec_per_step(), exact=True, file_exists=exists, alerts=tuple(st.alerts))
 
     def _sample(self, size: int) -> tuple[MetricsStore, int]:
         store, bad = MetricsStore(), 0

@@ -13,9 +13,11 @@ Pipeline (each step is a `rc1 data ...` command and a function in `rc1.data.pipe
 Modules: `generators` (offline tasks in the real source formats, difficulty designed in),
 `sources` (GSM8K / HotpotQA / StrategyQA loaders via `datasets`, one normaliser for real and
 generated records), `templates` (pydantic-validated template packs), `pool` (item rendering,
-clarify items), `v1` (the deliberately simpler previous generator), `diversity` (lexical stats,
+clarify items), `generic` (custom tasks: a JSONL task file + a named verifier -> pool items, the held-out
+split), `applicability` (which checks a custom task's items lack the fields for: reported N/A with the
+reason), `v1` (the deliberately simpler previous generator), `diversity` (lexical stats,
 MinHash-LSH dedup and leak check), `difficulty` (metrics, buckets, balancing, report), `tokens`
-(base-model token counts with a recorded fallback chain), `bench` (`rc1 bench data`).
+(base-model token counts with a recorded fallback chain). Its benchmark is rc1.bench.data.
 
 Definitions worth knowing:
 - distinct-n / TTR are the mean over windows of `pool.distinct2_window` items (gates config, 64) of a

@@ -21,7 +21,8 @@ from collections import Counter
 
 import numpy as np
 
-from rc1.config.schema import BUCKETS, TASKS
+from rc1.config.schema import BUCKETS, TASKS, task_order
+from rc1.data import applicability as A
 from rc1.data import vocab as V
 from rc1.data.text import clue_overlap, words
 from rc1.data.tokens import TokenCounter, get_counter, prompt_text
@@ -130,7 +131,8 @@ def item_metrics(item: dict, len_tokens: int) -> dict:
     turns, hops = plan_of(item)
     ent_q = count_entities(q)
     pron = count_pronouns(q)
-    return {
+    na = A.metrics_not_applicable(item)
+    return {**({"not_applicable": na} if na else {}),
         "len_tokens": int(len_tokens),
         "turns": turns,
         "tool_hops": hops,
@@ -163,7 +165,8 @@ def votes(m: dict) -> dict[str, int]:
 
 
 def bucket_of(m: dict) -> tuple[str, float]:
-    v = votes(m)
+    na = m.get("not_applicable") or {}
+    v = {k: x for k, x in votes(m).items() if k not in na}
     score = sum(v.values()) / len(v)
     return ("easy" if score < EASY_BELOW else "hard" if score >= HARD_FROM else "medium"), round(score, 4)
 
@@ -181,6 +184,9 @@ def compute_metrics(items: list[dict], counter: TokenCounter | None = None,
         new["difficulty"] = m
         new["difficulty_score"] = s
         new["bucket"] = b
+        declared = A.declared_bucket(it)
+        if declared:  # a custom task's own difficulty; the measured bucket stays on record
+            new.update(bucket=declared, bucket_source="declared", measured_bucket=b)
         out.append(new)
     return out, counter.name
 
@@ -291,10 +297,8 @@ def difficulty_checks(balanced: list[dict], th) -> tuple[list[dict], dict]:
     def add(name, measured, threshold, ok, detail=""):
         checks.append({"name": name, "measured": measured, "threshold": threshold, "passed": bool(ok), "detail": detail})
 
-    for task in TASKS:
+    for task in task_order(it["task"] for it in balanced):
         sub = [it for it in balanced if it["task"] == task]
-        if not sub:
-            continue
         c = Counter(it["bucket"] for it in sub)
         hard, easy = c["hard"] / len(sub), c["easy"] / len(sub)
         add(f"{task}: hard share", round(hard, 4), f">= {th.hard_min:g}", hard >= th.hard_min - 1e-12, f"{c['hard']}/{len(sub)}")
@@ -302,19 +306,30 @@ def difficulty_checks(balanced: list[dict], th) -> tuple[list[dict], dict]:
     if not balanced:
         add("balanced pool", 0, "> 0 items", False, "the balanced pool is empty")
     for key, limit in (("len_tokens", th.len_max), ("turns", th.turns_max), ("tool_hops", th.tool_hops_max)):
-        bad = [it["id"] for it in balanced if it["difficulty"][key] > limit]
-        worst = max((it["difficulty"][key] for it in balanced), default=None)
+        why = A.planned(balanced) if key != "len_tokens" and balanced else None
+        if why:
+            checks.append(A.na_check(f"max {key}", why))
+            continue
+        measured = [it for it in balanced if A.metric_applies(it, key)]
+        bad = [it["id"] for it in measured if it["difficulty"][key] > limit]
+        worst = max((it["difficulty"][key] for it in measured), default=None)
         offenders[key] = bad[:50]
         add(f"max {key}", worst, f"<= {limit}", not bad, f"{len(bad)} item(s) over: {bad[:5]}" if bad else "")
-    hard_co = [it["difficulty"]["clue_overlap"] for it in balanced if it["bucket"] == "hard"]
-    easy_co = [it["difficulty"]["clue_overlap"] for it in balanced if it["bucket"] == "easy"]
+    why = A.clue_overlap(balanced) if balanced else None
+    if why:
+        checks += [A.na_check(f"clue_overlap {name}", why)
+                   for name in ("median (hard)", "median (easy)", "max (easy)", "min (hard)")]
+        return checks, offenders
+    with_clues = [it for it in balanced if A.metric_applies(it, "clue_overlap")]
+    hard_co = [it["difficulty"]["clue_overlap"] for it in with_clues if it["bucket"] == "hard"]
+    easy_co = [it["difficulty"]["clue_overlap"] for it in with_clues if it["bucket"] == "easy"]
     hq, eq = quantiles(hard_co), quantiles(easy_co)
     add("clue_overlap median (hard)", hq["p50"], f"<= {th.clue_overlap_hard_median_max:g}",
         hq["p50"] is not None and hq["p50"] <= th.clue_overlap_hard_median_max)
     add("clue_overlap median (easy)", eq["p50"], f">= {th.clue_overlap_easy_median_min:g}",
         eq["p50"] is not None and eq["p50"] >= th.clue_overlap_easy_median_min)
-    bad_e = [it["id"] for it in balanced if it["bucket"] == "easy" and it["difficulty"]["clue_overlap"] > th.clue_overlap_easy_max]
-    bad_h = [it["id"] for it in balanced if it["bucket"] == "hard" and it["difficulty"]["clue_overlap"] < th.clue_overlap_hard_min]
+    bad_e = [it["id"] for it in with_clues if it["bucket"] == "easy" and it["difficulty"]["clue_overlap"] > th.clue_overlap_easy_max]
+    bad_h = [it["id"] for it in with_clues if it["bucket"] == "hard" and it["difficulty"]["clue_overlap"] < th.clue_overlap_hard_min]
     offenders["clue_overlap_easy_max"], offenders["clue_overlap_hard_min"] = bad_e[:50], bad_h[:50]
     add("clue_overlap max (easy)", eq["max"], f"<= {th.clue_overlap_easy_max:g}", eq["max"] is not None and not bad_e,
         f"{len(bad_e)} easy item(s) above: {bad_e[:5]}" if bad_e else "")
@@ -330,11 +345,13 @@ def build_report(metrics_items: list[dict], balanced: list[dict], th, *, tokeniz
     for label, pool in (("all", metrics_items), ("balanced", balanced)):
         dist[label] = {}
         for key in METRIC_KEYS:
-            vals = [numeric_view(it["difficulty"], key) for it in pool]
+            vals = [numeric_view(it["difficulty"], key) for it in pool if A.metric_applies(it, key)]
             dist[label][key] = {"quantiles": quantiles(vals), "histogram": histogram(vals)}
-    counts = {label: {t: dict(Counter(it["bucket"] for it in pool if it["task"] == t)) for t in TASKS}
+    tasks = task_order([*TASKS, *(it["task"] for it in metrics_items)])
+    counts = {label: {t: dict(Counter(it["bucket"] for it in pool if it["task"] == t)) for t in tasks}
               for label, pool in (("all", metrics_items), ("balanced", balanced))}
-    clue = {label: {b: quantiles([it["difficulty"]["clue_overlap"] for it in pool if it["bucket"] == b])
+    clue = {label: {b: quantiles([it["difficulty"]["clue_overlap"] for it in pool if it["bucket"] == b
+                                  and A.metric_applies(it, "clue_overlap")])
                     for b in BUCKETS} for label, pool in (("all", metrics_items), ("balanced", balanced))}
     return {
         "passed": all(c["passed"] for c in checks),

@@ -27,7 +27,8 @@ from typing import Iterable
 
 import numpy as np
 
-from rc1.config.schema import TASKS
+from rc1.config.schema import TASKS, task_order
+from rc1.data import applicability as A
 from rc1.data.text import words
 from rc1.data.tokens import TokenCounter, get_counter, prompt_text
 
@@ -283,15 +284,21 @@ def validate(items: list[dict], shadow: list[dict] | None, v1: list[dict] | None
             kl["excess"] >= th.kl3_min,
             f"KL(A||v1) {kl['kl_v1']:.3f} - KL(A||B) {kl['kl_split_half']:.3f} nats, A and B disjoint halves of "
             f"this pool, {kl['size']} items each (gates pool.kl_sample)")
+    elif A.kl_vs_v1(items):
+        checks.append(A.na_check("3-gram KL vs v1 beyond split-half baseline", A.kl_vs_v1(items)))
     else:
         add("3-gram KL vs v1 beyond split-half baseline", None, threshold, False,
             "no v1 pool: build one with `rc1 data build-pool --version v1 --out data/rollouts/rc1_v1.jsonl`")
-    roles = Counter(it.get("role") for it in items)
-    styles = Counter(it.get("style") for it in items)
-    templates = Counter(it.get("template") for it in items)
-    add("roles covered", len(roles), f">= {th.roles_min}", len(roles) >= th.roles_min, ", ".join(sorted(map(str, roles))))
-    add("styles covered", len(styles), f">= {th.styles_min}", len(styles) >= th.styles_min,
-        ", ".join(sorted(map(str, styles))))
+    templated = [it for it in items if A.has_template(it)]  # custom-task items have no template, role or style
+    roles = Counter(it.get("role") for it in templated)
+    styles = Counter(it.get("style") for it in templated)
+    templates = Counter(it.get("template") for it in templated)
+    if A.roles_styles(items):
+        checks += [A.na_check("roles covered", A.roles_styles(items)), A.na_check("styles covered", A.roles_styles(items))]
+    else:
+        add("roles covered", len(roles), f">= {th.roles_min}", len(roles) >= th.roles_min, ", ".join(sorted(map(str, roles))))
+        add("styles covered", len(styles), f">= {th.styles_min}", len(styles) >= th.styles_min,
+            ", ".join(sorted(map(str, styles))))
 
     # duplicates (exact + near) and leaks share one set of shingles and signatures
     sg = Signatures()
@@ -325,12 +332,14 @@ def validate(items: list[dict], shadow: list[dict] | None, v1: list[dict] | None
             f"{len(shadow)} shadow items; highest similarity among LSH candidates")
 
     task_counts = Counter(it.get("task") for it in items)
-    unknown = sorted(set(task_counts) - set(TASKS), key=str)
-    dev = {t: 100.0 * (task_counts.get(t, 0) / max(n, 1) - th.mix.get(t, 0.0)) for t in TASKS}
+    targets = task_order([*TASKS, *th.mix])  # the built-in tasks and the custom ones the gates config names
+    unknown = sorted(set(task_counts) - set(targets), key=str)
+    dev = {t: 100.0 * (task_counts.get(t, 0) / max(n, 1) - th.mix.get(t, 0.0)) for t in targets}
     worst = max(abs(v) for v in dev.values())
     add("task mix max deviation (pp)", round(worst, 4), f"<= {th.mix_tol_pp:g}", worst <= th.mix_tol_pp and not unknown,
         ", ".join(f"{t} {100 * task_counts.get(t, 0) / max(n, 1):.2f}% (target {100 * th.mix.get(t, 0):.0f}%)"
-                  for t in TASKS) + (f"; unknown tasks {unknown}" if unknown else ""))
+                  for t in targets if t in task_counts or th.mix.get(t))
+        + (f"; unknown tasks {unknown}" if unknown else ""))
 
     len_sorted = sorted(lens)
     return {

@@ -16,6 +16,7 @@ from pathlib import Path
 from rc1.config.schema import BUCKETS, TASKS, DifficultyGate, PoolGate
 from rc1.data import difficulty as D
 from rc1.data import diversity as DV
+from rc1.data.generic import TaskData, check_disjoint
 from rc1.data.io import check_items, dumps_item, iter_jsonl, read_jsonl, write_jsonl
 from rc1.data.pool import BuildParams, allocate, build_pool, make_item, parse_mix
 from rc1.data.templates import load_pack
@@ -80,13 +81,27 @@ def _build(params: BuildParams, version: str, start: int = 0, stop: int | None =
     return build_pool(params, start=start, stop=stop)
 
 
-def build_pool_file(ws: Workspace, params: BuildParams, out: str | Path, *, version: str = "v2") -> dict:
-    """Build a pool and write it atomically (byte-identical per seed, whatever the worker count)."""
+def build_pool_file(ws: Workspace, params: BuildParams, out: str | Path, *, version: str = "v2",
+                    tasks: "dict[str, TaskData] | None" = None, heldout: str | Path | None = None) -> dict:
+    """Build a pool and write it atomically (byte-identical per seed, whatever the worker count).
+
+    `tasks`: custom tasks the mix may name (their training items); a pool that would share an item
+    with the held-out file `heldout` (when it exists) is refused."""
     if version not in ("v1", "v2"):
         raise ConfigError(f"--version must be v1 or v2 (got {version!r})")
+    if tasks:
+        params.custom = {name: t.train for name, t in tasks.items()}
     params.validate()
-    if version == "v2":
-        load_pack(params.templates_dir, tasks=tuple(t for t, w in params.mix.items() if w > 0))  # fail early
+    custom_used = {t: tasks[t] for t, w in params.mix.items() if w > 0 and t not in TASKS} if tasks else {}
+    if custom_used and version == "v1":
+        raise ConfigError(f"--version v1: the v1 generator builds the built-in tasks only, not {sorted(custom_used)}")
+    held_p = ws.path(heldout) if heldout else None
+    if custom_used and held_p is not None and held_p.exists():
+        check_disjoint([it for t in custom_used.values() for it in t.train], read_jsonl(held_p),
+                       f"the training items of {', '.join(sorted(custom_used))}", ws.rel(held_p))
+    generated = tuple(t for t, w in params.mix.items() if w > 0 and t in TASKS)
+    if version == "v2" and generated:
+        load_pack(params.templates_dir, tasks=generated)  # fail early
     out_p = ws.path(out)
     t0 = time.perf_counter()
     workers = _workers(params.n)
@@ -106,7 +121,8 @@ def build_pool_file(ws: Workspace, params: BuildParams, out: str | Path, *, vers
     seconds = time.perf_counter() - t0
     ev = register_artifact(ws, out_p, "pool", version=version, n=params.n, seed=params.seed, mix=params.mix,
                            max_turns=params.max_turns, clarify_rate=params.clarify_rate, tools=params.tools,
-                           templates_dir=str(params.templates_dir))
+                           templates_dir=str(params.templates_dir),
+                           **({"custom_tasks": {t: d.provenance() for t, d in custom_used.items()}} if custom_used else {}))
     return {"path": ev.path, "sha256": ev.sha256, "n": params.n, "seconds": round(seconds, 3), "workers": workers,
             "version": version}
 
@@ -125,21 +141,73 @@ def make_min(ws: Workspace, templates_dir: str | Path = "templates/pack_v2", see
     return out
 
 
-def make_shadow_set(ws: Workspace, *, n: int = 245, seed: int = 20250820, stratify: bool = True,
+def make_shadow_set(ws: Workspace, *, n: int | None = 245, seed: int = 20250820, stratify: bool = True,
                     out: str | Path = SHADOW, manifest: str | Path = SHADOW_MANIFEST,
                     templates_dir: str | Path = "templates/pack_v2", mix: dict | None = None,
-                    target: dict | None = None, base: str | None = None) -> dict:
-    """Shadow eval set: its own seed/id space ("shadow"), stratified by task x measured difficulty bucket."""
+                    target: dict | None = None, base: str | None = None,
+                    tasks: "dict[str, TaskData] | None" = None, pool: str | Path | None = None) -> dict:
+    """Shadow eval set: its own seed/id space ("shadow"), stratified by task x measured difficulty bucket.
+
+    Custom tasks (`tasks`, named in `mix`) contribute held-out items of their task files instead of
+    generated ones; n=None takes all of them (custom-only mix). A set that shares an item with the
+    training pool file `pool` (when it exists) is refused."""
+    custom = dict(tasks or {})
+    mix = parse_mix(mix or {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25}, custom=custom)
+    custom_mix = {t: w for t, w in mix.items() if t not in TASKS and w > 0}
+    if n is None:
+        if any(t in TASKS and w > 0 for t, w in mix.items()):
+            n = 245
+        else:
+            n = int(min(len(custom[t].heldout) / w for t, w in custom_mix.items()) + 1e-9)
     if n < 1:
-        raise ConfigError(f"--n must be >= 1 (got {n})")
-    mix = parse_mix(mix or {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25})
+        raise ConfigError(f"--n must be >= 1 (got {n})" if not custom_mix else
+                          f"shadow set: no held-out items in {sorted(custom_mix)} (raise the task's heldout share, or "
+                          "give heldout_path)")
     target = D.parse_target(target or D.DEFAULT_TARGET)
+    counter = get_counter(base)
+    counts = allocate(n, mix)
+    n_generated = sum(c for t, c in counts.items() if t in TASKS)
+    items = []
+    if n_generated:
+        gen_mix = {t: w for t, w in mix.items() if t in TASKS}
+        if custom_mix:
+            gen_mix = {t: w / sum(gen_mix.values()) for t, w in gen_mix.items()}
+        items += _generated_shadow_items(ws, n_generated, seed, stratify, templates_dir, gen_mix, target, counter)
+    for task in sorted(custom_mix):
+        items += _heldout_shadow_items(custom[task], counts.get(task, 0), seed, stratify, counter)
+    pool_p = ws.path(pool) if pool else None
+    if custom_mix and pool_p is not None and pool_p.exists():
+        check_disjoint(read_jsonl(pool_p), items, ws.rel(pool_p), str(out))
+    out_p = ws.path(out)
+    write_jsonl(out_p, items)
+    ev = register_artifact(ws, out_p, "shadow_set", n=n, seed=seed, stratify=stratify,
+                           **({"custom_tasks": {t: custom[t].provenance() for t in custom_mix}} if custom_mix else {}))
+    strata = {}
+    for it in items:
+        strata.setdefault(it["task"], {}).setdefault(it["bucket"], 0)
+        strata[it["task"]][it["bucket"]] += 1
+    space = "shadow (pool items use the 'pool' space: no shared seeds or ids)"
+    if custom_mix:
+        space += "; custom tasks: held-out items of their task files, disjoint from the training items"
+    body = {"path": ev.path, "sha256": ev.sha256, "n": len(items), "seed": seed, "stratify": stratify,
+            "strata": strata, "id_space": space, "mix": mix, "difficulty_target": target, "tokenizer": counter.name,
+            "templates_dir": str(templates_dir), "ids": [it["id"] for it in items],
+            **({"custom_tasks": {t: custom[t].provenance() for t in custom_mix}} if custom_mix else {}),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    man_p = ws.path(manifest)
+    atomic_write_json(man_p, body)
+    register_artifact(ws, man_p, "shadow_manifest", shadow=ev.path)
+    return body
+
+
+def _generated_shadow_items(ws: Workspace, n: int, seed: int, stratify: bool, templates_dir, mix: dict,
+                            target: dict, counter) -> list[dict]:
+    """n generated items of the built-in tasks, stratified by task x measured bucket (or by task only)."""
     import random
 
     from rc1.data import generators as G
     from rc1.data.pool import CLARIFY_WEIGHT, LEVEL_WEIGHTS
     pack = load_pack(ws.path(templates_dir), tasks=tuple(t for t, w in mix.items() if w > 0))
-    counter = get_counter(base)
     params = BuildParams(n=n, mix=mix, templates_dir=ws.path(templates_dir), seed=seed, space="shadow",
                          id_prefix="shadow")
     params.validate()
@@ -164,22 +232,29 @@ def make_shadow_set(ws: Workspace, *, n: int = 245, seed: int = 20250820, strati
                 continue
             items.append(m)
             k += 1
-    out_p = ws.path(out)
-    write_jsonl(out_p, items)
-    ev = register_artifact(ws, out_p, "shadow_set", n=n, seed=seed, stratify=stratify)
-    strata = {}
-    for it in items:
-        strata.setdefault(it["task"], {}).setdefault(it["bucket"], 0)
-        strata[it["task"]][it["bucket"]] += 1
-    body = {"path": ev.path, "sha256": ev.sha256, "n": len(items), "seed": seed, "stratify": stratify,
-            "strata": strata, "id_space": "shadow (pool items use the 'pool' space: no shared seeds or ids)",
-            "mix": mix, "difficulty_target": target, "tokenizer": counter.name,
-            "templates_dir": str(templates_dir), "ids": [it["id"] for it in items],
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    man_p = ws.path(manifest)
-    atomic_write_json(man_p, body)
-    register_artifact(ws, man_p, "shadow_manifest", shadow=ev.path)
-    return body
+    return items
+
+
+def _heldout_shadow_items(task: "TaskData", n: int, seed: int, stratify: bool, counter) -> list[dict]:
+    """n held-out items of a custom task, with difficulty metrics; a seeded sample stratified by bucket
+    (in proportion to the buckets of the held-out items) when it is not all of them."""
+    import random
+
+    if n > len(task.heldout):
+        raise ConfigError(f"shadow set: {task.name} needs {n} held-out items, its task file holds out "
+                          f"{len(task.heldout)} (raise heldout, give heldout_path, or lower --n / pool.shadow_n)")
+    measured, _ = D.compute_metrics(task.heldout, counter)
+    if n == len(measured):
+        return measured
+    rng = random.Random(f"shadow:{seed}:{task.name}")
+    if not stratify:
+        picked = rng.sample(measured, n)
+    else:
+        by_bucket = {b: [m for m in measured if m["bucket"] == b] for b in BUCKETS}
+        quota = allocate(n, {b: len(v) / len(measured) for b, v in by_bucket.items() if v})
+        picked = [m for b, q in quota.items() for m in rng.sample(by_bucket[b], q)]
+    position = {m["id"]: i for i, m in enumerate(measured)}
+    return sorted(picked, key=lambda m: position[m["id"]])  # file order
 
 
 def _input(ws: Workspace, p: Path | None) -> dict | None:
@@ -233,8 +308,8 @@ def bucketize_file(ws: Workspace, metrics: str | Path, out: str | Path, *, targe
 
     m_p, out_p = ws.path(metrics), ws.path(out)
     target = D.parse_target(target or D.DEFAULT_TARGET)
-    mix = parse_mix(mix) if mix else None
     items = read_jsonl(m_p)
+    mix = parse_mix(mix, custom={it["task"] for it in items} - set(TASKS)) if mix else None  # custom: those present
     balanced, summary = D.balance(items, target, seed, mix)
     write_jsonl(out_p, balanced)
     _write_meta(ws, out_p, m_p, target=target, seed=seed, mix=mix, balance=summary, n=len(balanced))

@@ -3,6 +3,9 @@
 Deterministic per seed: every item draws from its own `random.Random("<space>:<seed>:<index>")`,
 so the same arguments give a byte-identical file, and the shadow set (space "shadow") never
 shares a random stream or an id with a training pool (space "pool").
+
+Custom tasks (rc1.data.generic) bring finished items: the pool takes as many of a task's training
+items as its mix share asks for, in a seeded order, each at most once.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rc1.config.schema import TASKS
+from rc1.config.schema import TASKS, task_order
 from rc1.data import generators as G
 from rc1.data.sources import mask_detail, normalize
 from rc1.data.templates import Template, load_pack, render
@@ -28,8 +31,9 @@ LEVEL_WEIGHTS = {"gsm8k": (0.28, 0.50, 0.22), "hotpotqa": (0.22, 0.30, 0.48), "s
 CLARIFY_WEIGHT = {"easy": 0.45, "medium": 1.0, "hard": 1.45}
 
 
-def parse_mix(text: str | dict) -> dict[str, float]:
-    """'hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25' -> dict; unknown task / bad sum -> ConfigError."""
+def parse_mix(text: str | dict, custom=()) -> dict[str, float]:
+    """'hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25' -> dict; unknown task / bad sum -> ConfigError.
+    `custom`: the custom task names the mix may use besides the built-in tasks."""
     if isinstance(text, dict):
         mix = {str(k): float(v) for k, v in text.items()}
     else:
@@ -42,9 +46,11 @@ def parse_mix(text: str | dict) -> dict[str, float]:
                 mix[name.strip()] = float(val)
             except ValueError:
                 raise ConfigError(f"--mix: weight {val!r} of {name!r} is not a number") from None
-    unknown = sorted(set(mix) - set(TASKS))
+    known = task_order([*TASKS, *custom])
+    unknown = sorted(set(mix) - set(known))
     if unknown:
-        raise ConfigError(f"--mix: unknown task(s) {unknown}; known: {list(TASKS)}")
+        raise ConfigError(f"--mix: unknown task(s) {unknown}; known: {known}"
+                          + ("" if custom else " (a custom task comes from --source FILE --verifier NAME or --config)"))
     if not mix:
         raise ConfigError("--mix is empty")
     if any(v < 0 for v in mix.values()):
@@ -85,11 +91,17 @@ class BuildParams:
     space: str = "pool"
     id_prefix: str = "rc1"
     sources: dict[str, list[dict]] | None = None  # task -> normalised records (real data instead of generators)
+    custom: dict[str, list[dict]] | None = None   # custom task -> its training items (rc1.data.generic)
 
     def validate(self) -> None:
         if not isinstance(self.n, int) or self.n < 1:
             raise ConfigError(f"--n must be >= 1 (got {self.n})")
-        self.mix = parse_mix(self.mix)
+        self.mix = parse_mix(self.mix, custom=self.custom or ())
+        counts = allocate(self.n, self.mix)
+        for task, items in (self.custom or {}).items():
+            if counts.get(task, 0) > len(items):
+                raise ConfigError(f"--n {self.n} with {task} at {self.mix[task]:g} asks for {counts[task]} {task} items; "
+                                  f"the task has {len(items)} training items (lower --n / pool.n, or add items)")
         if not 1 <= self.max_turns <= 16:
             raise ConfigError(f"--max-turns must be in [1, 16] (got {self.max_turns})")
         if not 0.0 <= self.clarify_rate <= 1.0:
@@ -101,20 +113,38 @@ def build_pool(params: BuildParams, pack: dict[str, list[Template]] | None = Non
                stop: int | None = None) -> list[dict]:
     """Items [start, stop) of the pool these params define (the whole pool by default)."""
     params.validate()
-    active = [t for t, w in params.mix.items() if w > 0]
+    generated = [t for t, w in params.mix.items() if w > 0 and t in TASKS]
     if pack is None:
-        pack = load_pack(params.templates_dir, tasks=tuple(active))
+        pack = load_pack(params.templates_dir, tasks=tuple(generated)) if generated else {}
     counts = allocate(params.n, params.mix)
-    order = [t for t in TASKS for _ in range(counts.get(t, 0))]
+    order = [t for t in task_order(counts) for _ in range(counts.get(t, 0))]
     random.Random(f"{params.space}:{params.seed}:order").shuffle(order)
     level_mean = {t: sum(w * CLARIFY_WEIGHT[lv] for w, lv in zip(ws, G.LEVELS)) for t, ws in LEVEL_WEIGHTS.items()}
+    custom = _custom_draws(params, order)
     items = []
     for i in range(start, len(order) if stop is None else min(stop, len(order))):
         task = order[i]
+        if task in custom:
+            items.append(custom[task][i])
+            continue
         rng = random.Random(f"{params.space}:{params.seed}:{i}")
         items.append(make_item(task, rng, params, pack[task], f"{params.id_prefix}-{params.seed}-{i:06d}",
                                level_mean[task]))
     return items
+
+
+def _custom_draws(params: BuildParams, order: list[str]) -> dict[str, dict[int, dict]]:
+    """For each custom task: pool position -> the training item placed there (a seeded order of the
+    task's items, each used at most once)."""
+    out: dict[str, dict[int, dict]] = {}
+    for task, items in (params.custom or {}).items():
+        positions = [i for i, t in enumerate(order) if t == task]
+        if not positions:
+            continue
+        picks = list(items)
+        random.Random(f"{params.space}:{params.seed}:{task}:items").shuffle(picks)
+        out[task] = {i: dict(it) for i, it in zip(positions, picks)}
+    return out
 
 
 def make_item(task: str, rng: random.Random, p: BuildParams, templates: list[Template], item_id: str,

@@ -1,32 +1,45 @@
-"""The pure PyTorch engine: model, AdamW, LR schedule, gradient accumulation, clipping, AMP.
+"""The pure PyTorch engine: model, AdamW, LR schedule, clipping, AMP; the `Policy` strategies call.
 
-One `train_step(batch)` is one micro-step: the strategy has put `batch["tensors"]` and
-`batch["loss_fn"]` there; the engine runs forward/backward (scaled by 1/gradient_accumulation)
-and, every `cfg.run.gradient_accumulation` micro-steps, unscales, clips, steps the optimizer and
-the scheduler. The position inside an accumulation window and the gradients accumulated so far
-are part of `state_dict()`, so a checkpoint taken mid-window resumes bit-exactly.
+The recipe (rc1.training.recipe) drives it through rc1.engines.contract.Engine: `backward(plan,
+scale)` runs the plan's loss on the plan's tensors and back-propagates loss * scale (the recipe
+passes 1/gradient_accumulation); `optimizer_step()` unscales, clips, steps the optimizer and the
+scheduler and clears the gradients. Gradients accumulated but not yet applied are part of
+`state_dict()`, so a checkpoint taken mid-window resumes bit-exactly.
+
+For RL strategies dropout is turned off (as TRL's `disable_dropout`): the forward that computes old
+log-probs and values is then the same function as the loss's, and PPO's ratio is exactly 1 at the
+start of its first epoch.
 
 Rollouts go through rc1.envs (batched generation with a KV cache). The reference policy for KL:
 with LoRA the base model with the adapters disabled (no second copy); with full fine-tuning a
 frozen copy made at setup.
+
+Data parallel (a `DataParallel` context from rc1.training.distributed): the model and the extra modules
+sit under one `PolicyModules` root that Accelerate wraps (DDP; FSDP2 or DeepSpeed when sharded) when the
+optimizer is built. Its forward runs a closure: the strategy's loss runs inside it, where DDP sets up
+its gradient hooks (and FSDP2 / DeepSpeed gather their shards), however many sub-modules the loss calls.
+`backward(..., sync=False)` accumulates under `no_sync`; the last micro-step of a window syncs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import logging
 import math
 from typing import Any, Callable
 
-from rc1.runtime.checkpoint import (ADAPTER_FILE, KEY_ACCUM_POSITION, KEY_EXTRA_MODULES, KEY_OPTIMIZER,
-                                    KEY_PENDING_GRADS, KEY_SCALER, KEY_SCHEDULER, MODEL_FILE)
+from rc1.engines.contract import ForwardOutput, StepPlan
+from rc1.envs.sampling import sampling_logits
+from rc1.runtime.checkpoint import (ADAPTER_FILE, KEY_EXTRA_MODULES, KEY_OPTIMIZER, KEY_PENDING_GRADS,
+                                    KEY_SCALER, KEY_SCHEDULER, KEY_WEIGHTS, KEY_WEIGHTS_FILE, MODEL_FILE)
 from rc1.runtime.device import dtype_for, get_device, memory_used_mb, to_device
 
 log = logging.getLogger("rc1.engine")
 
-KEY_WEIGHTS = "weights"
-KEY_WEIGHTS_FILE = "weights_file"
+RL_STRATEGIES = ("grpo", "rloo", "ppo", "dpo")
+DEEPSPEED = ("deepspeed_zero2", "deepspeed_zero3")
 
 
 def lr_lambda(schedule: str, warmup_steps: int, total_updates: int) -> Callable[[int], float]:
@@ -83,10 +96,16 @@ class PurePTEngine:
 
     name = "pure_pt"
 
-    def __init__(self, ws=None, *, reward_model=None, model_loader=None):
+    def __init__(self, ws=None, *, reward_model=None, model_loader=None, dist=None):
+        from rc1.training.distributed import SingleProcess
+
         self.ws = ws
         self.reward_model = reward_model
         self.model_loader = model_loader or default_model_loader
+        self.dist = dist or SingleProcess()
+        self.wrapped = None          # the Accelerate-prepared PolicyModules (data parallel only)
+        self._inside_wrapper = False
+        self._window_losses = 0      # micro-steps with a loss since the last optimizer step (data parallel)
         self.cfg = None
         self.model = None
         self.tokenizer = None
@@ -96,7 +115,6 @@ class PurePTEngine:
         self.optimizer = None
         self.scheduler = None
         self.scaler = None
-        self.accum_position = 0
         self.updates = 0
 
     # ------------------------------------------------------------------ setup
@@ -104,37 +122,53 @@ class PurePTEngine:
         import torch
 
         self.cfg = cfg
-        self.device = get_device(cfg.run.device_pref)
-        self.amp_dtype = dtype_for(self.device, cfg.run.mixed_precision)
+        self.device = self.dist.device if self.dist.distributed else get_device(cfg.run.device_pref)
+        self.amp_dtype = dtype_for(self.device, cfg.train_precision)
         # Master weights stay fp32; the forward runs under autocast in amp_dtype (on a CPU only when
         # run.mixed_precision asks for bf16 and the CPU has bf16 instructions).
         self.use_amp = self.device.type in ("cuda", "mps", "cpu") and self.amp_dtype != torch.float32
         load_dtype = torch.float32 if self.device.type == "cpu" or self.use_amp else self.amp_dtype
         self.model, self.tokenizer = self.model_loader(cfg, device=self.device, dtype=load_dtype, for_training=True)
         self.is_peft = hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config")
-        self.grad_accum = cfg.run.gradient_accumulation
-        if cfg.strategy.ppo_epochs > 1 and self.grad_accum > 1:
-            from rc1.runtime.errors import ConfigError
-
-            raise ConfigError("strategy.ppo_epochs > 1 needs run.gradient_accumulation: 1 (each epoch is an update)")
+        if cfg.strategy.name in RL_STRATEGIES:
+            self.dropout_off = disable_dropout(self.model)
         if self.use_amp and self.amp_dtype == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)
-        log.info("engine pure_pt: device=%s amp=%s dtype=%s peft=%s grad_accum=%d", self.device, self.use_amp,
-                 self.amp_dtype, self.is_peft, self.grad_accum)
+        log.info("engine pure_pt: device=%s amp=%s dtype=%s peft=%s", self.device, self.use_amp, self.amp_dtype,
+                 self.is_peft)
 
-    def needs_reference(self) -> None:
-        """Called by a strategy that uses a reference policy; full fine-tuning gets a frozen copy."""
+    @property
+    def precision(self) -> str:
+        """The dtype the forward passes compute in: 'fp32', or 'bf16'/'fp16' autocast."""
+        import torch
+
+        if not self.use_amp:
+            return "fp32"
+        return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(self.amp_dtype, str(self.amp_dtype))
+
+    # ------------------------------------------------------------------ Policy (what strategies call)
+    def policy(self) -> "PurePTEngine":
+        return self
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.get_text_config().hidden_size)
+
+    def use_reference(self) -> None:
+        """A strategy needs the reference policy; full fine-tuning gets a frozen copy (LoRA: adapters off)."""
         if self.is_peft or self.reference_model is not None:
             return
         self.reference_model = copy.deepcopy(self.model).eval()
         for p in self.reference_model.parameters():
             p.requires_grad_(False)
 
-    def register_module(self, name: str, module) -> None:
-        """A trainable module beside the model (PPO's value head): optimized and checkpointed with it."""
+    def add_module(self, name: str, module):
+        """A trainable module beside the model (PPO's value head): optimized and checkpointed with it;
+        returns it on the engine's device."""
         if self.optimizer is not None:
-            raise RuntimeError("register_module after the optimizer was built")
+            raise RuntimeError("add_module after the optimizer was built")
         self.extra_modules[name] = to_device(module, self.device)
+        return self.extra_modules[name]
 
     def trainable_parameters(self) -> list:
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -149,9 +183,37 @@ class PurePTEngine:
 
         e = self.cfg.engine
         self.optimizer = torch.optim.AdamW(self.trainable_parameters(), lr=e.lr, weight_decay=e.weight_decay)
-        total_updates = math.ceil(self.cfg.run.max_steps / self.grad_accum)
+        total_updates = math.ceil(self.cfg.run.max_steps / self.cfg.run.gradient_accumulation)
+        total_updates *= self.cfg.strategy.ppo_epochs if self.cfg.strategy.name == "ppo" else 1
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(e.lr_schedule, e.warmup_steps, total_updates))
+        if self.dist.distributed:
+            self._wrap_data_parallel()
+
+    def _wrap_data_parallel(self) -> None:
+        """Hand the policy's modules (and the optimizer, for the sharding plugins) to Accelerate."""
+        acc = self.dist.accelerator()
+        root = PolicyModules(self.model, self.extra_modules)
+        if self.dist.sharding == "none":
+            self.wrapped = acc.prepare_model(root)
+        else:
+            self.wrapped, self.optimizer = acc.prepare(root, self.optimizer)
+        log.info("engine pure_pt: rank %d/%d wrapped in %s", self.dist.rank, self.dist.world_size,
+                 type(self.wrapped).__name__)
+
+    @property
+    def sharded(self) -> bool:
+        return self.wrapped is not None and self.dist.sharding != "none"
+
+    def _under_wrapper(self, fn: Callable[[], Any]) -> Any:
+        """fn() inside the data-parallel wrapper's forward (directly when there is none, or already inside)."""
+        if self.wrapped is None or self._inside_wrapper:
+            return fn()
+        self._inside_wrapper = True
+        try:
+            return self.wrapped(fn)
+        finally:
+            self._inside_wrapper = False
 
     # ------------------------------------------------------------------ model helpers
     def autocast(self):
@@ -170,15 +232,22 @@ class PurePTEngine:
         return model.get_base_model() if hasattr(model, "get_base_model") else model
 
     def forward(self, input_ids, attention_mask, *, positions=None, reference: bool = False, hidden: bool = False,
-                entropy: bool | str = False) -> dict:
+                entropy: bool | str = False, temperature: float = 1.0, top_p: float = 1.0) -> ForwardOutput:
         """Per-token log-probs of input_ids[:, 1:] (shape [B, T-1]) and optionally entropy / hidden states.
 
         `positions` ([B, T-1], the shifted action mask): the vocabulary projection runs only where it
         is non-zero (the generated tokens) and log-probs / entropy are 0 elsewhere. Prompts are long
         and completions short, so this skips most of the lm_head work and its [tokens x vocab] memory.
+        `temperature`, `top_p`: log-probs (and entropy) under the distribution the sampler drew from:
+        softmax(logits / temperature) over the top-p nucleus, computed by rc1.envs.sampling as the sampler
+        does (a scored token outside this model's nucleus stays in the support; see there).
         """
         import torch
 
+        if self.sharded and not self._inside_wrapper:  # FSDP2 / DeepSpeed gather their shards in the wrapper
+            return self._under_wrapper(lambda: self.forward(input_ids, attention_mask, positions=positions,
+                                                            reference=reference, hidden=hidden, entropy=entropy,
+                                                            temperature=temperature))
         if reference and self.is_peft:
             ctx, model = self.model.disable_adapter(), self.model
         elif reference:
@@ -189,7 +258,8 @@ class PurePTEngine:
         with ctx, self.autocast():
             sel = (positions > 0) if positions is not None else torch.ones(
                 (input_ids.shape[0], input_ids.shape[1] - 1), dtype=torch.bool, device=input_ids.device)
-            plan = None if hidden else shared_prefix_plan(input_ids, attention_mask, sel)
+            # the shared-prompt path needs a KV cache, which activation checkpointing drops in training mode
+            plan = None if hidden or _checkpointing(lm) else shared_prefix_plan(input_ids, attention_mask, sel)
             if plan is not None:
                 h_sel = self._shared_prefix_hidden(lm, input_ids, attention_mask, sel, plan)
                 h = None
@@ -200,18 +270,17 @@ class PurePTEngine:
             logits = lm.get_output_embeddings()(h_sel).float()
         shape = sel.shape
         targets = input_ids[:, 1:][sel]
+        logits = sampling_logits(logits, temperature, top_p, keep=targets)
         logz = torch.logsumexp(logits, dim=-1)
         logp = torch.zeros(shape, dtype=torch.float32, device=input_ids.device)
         logp = logp.masked_scatter(sel, logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz)
-        res = {"logp": logp}
+        ent = None
         if entropy:  # entropy="grad" keeps it differentiable (an entropy bonus in the loss)
             with torch.no_grad() if entropy != "grad" else contextlib.nullcontext():
                 probs = torch.softmax(logits, dim=-1)
-                ent = torch.zeros_like(logp)
-                res["entropy"] = ent.masked_scatter(sel, logz - (probs * logits).sum(-1))
-        if hidden:
-            res["hidden"] = h.float()
-        return res
+                finite = logits.clamp(min=torch.finfo(logits.dtype).min)  # -inf outside the nucleus: p = 0 there
+                ent = torch.zeros_like(logp).masked_scatter(sel, logz - (probs * finite).sum(-1))
+        return ForwardOutput(logp, ent, h.float() if hidden else None)
 
     def _shared_prefix_hidden(self, lm, input_ids, attention_mask, sel, plan):
         """Hidden states at the selected positions, computing each shared prompt once (see shared_prefix_plan).
@@ -265,15 +334,30 @@ class PurePTEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.no_grad(), (self.autocast() if amp else contextlib.nullcontext()):
-                episodes = generate_episodes(
+            def generate():
+                return generate_episodes(
                     model, self.tokenizer, items, num_generations=num_generations,
                     max_new_tokens=max_new_tokens or m.max_new_tokens, temperature=m.temperature, top_p=m.top_p,
                     greedy=greedy, seed=seed, batch_size=max(1, len(items) * num_generations),
-                    max_length=self.cfg.data.max_length, max_turns=self.cfg.strategy.max_turns)
+                    max_length=self.cfg.data.max_length, max_turns=self.cfg.strategy.max_turns,
+                    multi_turn=self.cfg.strategy.multi_turn)
+
+            with torch.no_grad(), (self.autocast() if amp else contextlib.nullcontext()):
+                # sharded weights are gathered only inside the wrapper; DDP replicas generate directly
+                episodes = self._under_wrapper(generate) if self.sharded else generate()
         finally:
             self.model.train(was_training)
         return episodes
+
+    @property
+    def sampler_differs(self) -> bool:
+        """True when rollouts are sampled with other numerics than the training forward's: on a CPU with
+        bf16 autocast they come from a bf16 COPY of the policy (generation_model), whose log-probs differ
+        from the fp32-master autocast forward's. Strategies then correct for it (truncated importance
+        sampling, rc1.strategies.rl_math.truncated_is_weight)."""
+        import torch
+
+        return bool(self.use_amp and self.device.type == "cpu" and self.amp_dtype == torch.bfloat16)
 
     def generation_model(self):
         """(model to sample from, whether to autocast). On a CPU with bf16 autocast, a bf16 copy of the
@@ -281,7 +365,7 @@ class PurePTEngine:
         at every decoded token, which made sampling slower than plain fp32; the copy is ~1.7x faster."""
         import torch
 
-        if not (self.use_amp and self.device.type == "cpu" and self.amp_dtype == torch.bfloat16):
+        if not self.sampler_differs:
             return self.model, True
         if self._gen_model is None:
             self._gen_model = copy.deepcopy(self.model).to(torch.bfloat16).eval()
@@ -292,44 +376,65 @@ class PurePTEngine:
                 dst.copy_(src)
         return self._gen_model, False
 
-    # ------------------------------------------------------------------ Engine protocol
-    def train_step(self, batch: dict) -> dict[str, float]:
-        """One micro-step on the strategy's loss; an optimizer update every gradient_accumulation calls."""
-        import torch
+    # ------------------------------------------------------------------ Engine protocol (what the recipe calls)
+    def backward(self, plan: StepPlan, *, scale: float, sync: bool = True) -> dict[str, float]:
+        """Forward + the plan's loss + backward of loss * scale; the gradients stay until optimizer_step().
 
+        Data parallel: `sync=False` accumulates locally (no_sync); the window's last micro-step syncs. A rank
+        whose batch has no loss back-propagates a zero through every parameter, so the ranks' all-reduces
+        still match up."""
         self._ensure_optimizer()
         self.model.train()
-        metrics: dict[str, float] = {}
-        epochs = self.cfg.strategy.ppo_epochs if batch.get("multi_epoch") else 1
-        for epoch in range(epochs):
-            loss, m = batch["loss_fn"](self, batch["tensors"])
-            metrics.update(m)
+        with self._sync_context(sync):
+            loss, metrics, has_loss = self._under_wrapper(lambda: self._loss(plan))
+            metrics = dict(metrics)
             if loss is not None:
-                scaled = loss / self.grad_accum
+                scaled = loss * scale
                 if self.scaler is not None:
                     self.scaler.scale(scaled).backward()
+                elif self.dist.sharding in DEEPSPEED:
+                    acc = self.dist.accelerator()
+                    acc.gradient_state._set_sync_gradients(sync)  # DeepSpeed steps its optimizer when it syncs
+                    acc.backward(scaled, scale_wrt_gas=False)
                 else:
                     scaled.backward()
-                metrics["loss"] = float(loss.detach())
-            else:
-                metrics.setdefault("loss", None)
-            if epoch < epochs - 1:
-                metrics.update(self._update())
-        self.accum_position += 1
-        if self.accum_position >= self.grad_accum:
-            metrics.update(self._update())
-        metrics["lr"] = self.current_lr()
-        metrics["accum_position"] = self.accum_position
+            metrics["loss"] = float(loss.detach()) if has_loss else None
         metrics["mem_used_mb"] = memory_used_mb(self.device)
         return metrics
 
-    def _update(self) -> dict[str, float]:
+    def _loss(self, plan: StepPlan):
+        """(loss, metrics, whether the plan had a loss). Data parallel: a missing loss becomes a zero through
+        every trainable parameter."""
+        loss, metrics = plan.loss_fn(self, plan.tensors)
+        if loss is not None:
+            self._window_losses += 1
+            return loss, metrics, True
+        if self.dist.distributed:
+            loss = sum((p * 0.0).sum() for p in self.trainable_parameters())
+        return loss, metrics, False
+
+    def _sync_context(self, sync: bool):
+        if self.wrapped is None or sync or self.dist.sharding in DEEPSPEED:
+            return contextlib.nullcontext()
+        return self.dist.accelerator().no_sync(self.wrapped)
+
+    def optimizer_step(self) -> dict[str, float]:
         import torch
 
+        self._ensure_optimizer()
         params = self.trainable_parameters()
+        if self.dist.distributed:
+            # No rank had a loss in this window: one process would have no gradient at all (not zeros), and
+            # AdamW skips a parameter without one; drop the zeros the ranks exchanged.
+            if not any(self.dist.all_gather(self._window_losses)):
+                self.optimizer.zero_grad(set_to_none=True)
+            self._window_losses = 0
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.engine.max_grad_norm)
+        if self.wrapped is not None:
+            grad_norm = self.dist.accelerator().clip_grad_norm_(params, self.cfg.engine.max_grad_norm)
+        else:
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.engine.max_grad_norm)
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -337,33 +442,38 @@ class PurePTEngine:
             self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.accum_position = 0
         self.updates += 1
-        return {"grad_norm": float(grad_norm), "optimizer_updates": self.updates}
+        return {"grad_norm": float(grad_norm), "optimizer_updates": self.updates, "lr": self.current_lr()}
 
     def current_lr(self) -> float:
         if self.optimizer is None:
             return self.cfg.engine.lr
         return float(self.optimizer.param_groups[0]["lr"])
 
-    def eval_step(self, batch: dict) -> dict[str, float]:
-        """Greedy rollouts of batch["items"], scored by the reward model: success rate and mean reward."""
+    def eval_step(self, items: list[dict], *, seed: int, max_new_tokens: int | None = None) -> dict[str, float]:
+        """Greedy rollouts of `items`, scored by the reward model: success rate and mean reward."""
         if self.reward_model is None:
             raise RuntimeError("eval_step needs a reward model")
-        items = batch["items"]
-        episodes = self.rollout(items, 1, seed=int(batch.get("seed", 0)), greedy=True,
-                                max_new_tokens=batch.get("max_new_tokens"))
+        episodes = self.rollout(items, 1, seed=int(seed), greedy=True, max_new_tokens=max_new_tokens)
         scores = [self.reward_model.score(it, ep) for it, ep in zip(items, episodes)]
         n = max(1, len(scores))
         return {"eval/success": sum(s.success for s in scores) / n, "eval/reward": sum(s.total for s in scores) / n,
                 "eval/truncated": sum(bool(ep.truncated) for ep in episodes) / n, "eval/n": len(scores)}
 
     def state_dict(self) -> dict[str, Any]:
-        """Weights (trainable parameters: the adapter with LoRA) apart from the trainer state."""
+        """Weights (trainable parameters: the adapter with LoRA) apart from the trainer state. Sharded (FSDP2,
+        DeepSpeed): gathered into the same format, a collective every rank calls (rc1.engines.sharded_state)."""
         self._ensure_optimizer()
+        if self.sharded:
+            from rc1.engines import sharded_state
+
+            weights, extras, optimizer = sharded_state.gather(self)
+            return {KEY_WEIGHTS: weights, KEY_WEIGHTS_FILE: ADAPTER_FILE if self.is_peft else MODEL_FILE,
+                    KEY_OPTIMIZER: optimizer, KEY_SCHEDULER: self.scheduler.state_dict(), KEY_SCALER: None,
+                    KEY_PENDING_GRADS: None, KEY_EXTRA_MODULES: extras, "updates": self.updates}
         weights = {n: p.detach().cpu().contiguous() for n, p in self.model.named_parameters() if p.requires_grad}
         pending = None
-        if self.accum_position:
+        if any(p.grad is not None for p in self.trainable_parameters()):
             pending = [None if p.grad is None else p.grad.detach().cpu().clone() for p in self.trainable_parameters()]
         return {
             KEY_WEIGHTS: weights,
@@ -372,7 +482,6 @@ class PurePTEngine:
             KEY_SCHEDULER: self.scheduler.state_dict(),
             KEY_SCALER: self.scaler.state_dict() if self.scaler is not None else None,
             KEY_PENDING_GRADS: pending,
-            KEY_ACCUM_POSITION: self.accum_position,
             KEY_EXTRA_MODULES: {k: m.state_dict() for k, m in self.extra_modules.items()},
             "updates": self.updates,
         }
@@ -389,6 +498,13 @@ class PurePTEngine:
             from rc1.runtime.checkpoint import CheckpointError
 
             raise CheckpointError(f"checkpoint weights do not fit the model: missing {missing[:3]}, unexpected {unknown[:3]}")
+        if self.sharded:
+            from rc1.engines import sharded_state
+
+            sharded_state.scatter(self, weights, state.get(KEY_EXTRA_MODULES, {}), state[KEY_OPTIMIZER])
+            self.scheduler.load_state_dict(state[KEY_SCHEDULER])
+            self.updates = int(state.get("updates", 0))
+            return
         with torch.no_grad():
             for n, t in weights.items():
                 named[n].copy_(to_device(t, named[n].device))
@@ -398,7 +514,6 @@ class PurePTEngine:
         self.scheduler.load_state_dict(state[KEY_SCHEDULER])
         if self.scaler is not None and state.get(KEY_SCALER):
             self.scaler.load_state_dict(state[KEY_SCALER])
-        self.accum_position = int(state.get(KEY_ACCUM_POSITION, 0))
         self.updates = int(state.get("updates", 0))
         pending = state.get(KEY_PENDING_GRADS)
         for p in self.trainable_parameters():
@@ -406,3 +521,50 @@ class PurePTEngine:
         if pending:
             for p, g in zip(self.trainable_parameters(), pending):
                 p.grad = None if g is None else to_device(g, p.device).to(p.dtype)
+
+
+def _checkpointing(lm) -> bool:
+    """True when `lm` recomputes activations in backward now (training mode with checkpointing on): its
+    layers then refuse a KV cache."""
+    flag = getattr(type(lm), "is_activation_checkpointing", None)
+    on = lm.is_activation_checkpointing if flag is not None else getattr(lm, "is_gradient_checkpointing", False)
+    return bool(lm.training and on)
+
+
+@functools.cache
+def _policy_modules_class():
+    import torch
+
+    class PolicyModules(torch.nn.Module):
+        """The model and the extra trainable modules under one root, for DDP / FSDP2 / DeepSpeed to wrap.
+        forward(fn) runs fn(): the engine passes the strategy's loss (or a rollout), so every parameter the
+        loss touches is used inside the wrapper's forward, however many sub-modules it calls."""
+
+        def __init__(self, model, extra_modules: dict):
+            super().__init__()
+            self.model = model
+            self.extras = torch.nn.ModuleDict(extra_modules)
+            # what accelerate's FSDP2 auto-wrap shards one by one (the decoder layers)
+            self._no_split_modules = getattr(model, "_no_split_modules", None) or getattr(
+                getattr(model, "get_base_model", lambda: model)(), "_no_split_modules", None)
+
+        def forward(self, fn):
+            return fn()
+
+    return PolicyModules
+
+
+def PolicyModules(model, extra_modules: dict):  # noqa: N802 - a class built lazily (torch stays un-imported)
+    return _policy_modules_class()(model, extra_modules)
+
+
+def disable_dropout(model) -> int:
+    """Set every dropout probability to 0 (LoRA dropout included); returns how many modules it changed."""
+    import torch
+
+    n = 0
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout) and m.p > 0:
+            m.p = 0.0
+            n += 1
+    return n

@@ -9,8 +9,9 @@ first action line, like a ReAct stop sequence — so it cannot hallucinate the t
 Finished rows leave the batch (their KV cache rows are dropped). Identical prompts in a batch
 (the `num_generations` copies of an item) are prefilled once and their cache rows repeated.
 
-Each generated token's log-probability under softmax(logits / temperature) (temperature 1 when
-greedy) is kept in `Episode.logprobs`, aligned with the positions where `action_mask` is 1.
+Each generated token's log-probability under the distribution it was drawn from (rc1.envs.sampling:
+softmax(logits / temperature) over the top-p nucleus; plain softmax when greedy) is kept in
+`Episode.logprobs`, aligned with the positions where `action_mask` is 1.
 
 Randomness: `generator` (used and advanced as is) or a fresh one seeded with `seed`; with
 neither, torch's global RNG. Same items + same generator state + same model = same episodes.
@@ -24,6 +25,7 @@ from typing import Sequence
 from rc1.envs.env import ChatFormat, EpisodeState
 from rc1.envs.episode import Episode
 from rc1.envs.protocol import has_complete_action
+from rc1.envs.sampling import sampling_logprobs
 
 log = logging.getLogger("rc1.envs")
 
@@ -40,22 +42,15 @@ def _eos_ids(model, tokenizer) -> list[int]:
 
 
 def _sample(logits, *, greedy: bool, temperature: float, top_p: float, generator):
-    """(next token per row, its log-probability under softmax(logits / temperature); temperature 1 when greedy)."""
+    """(next token per row, its log-probability under the sampling distribution: rc1.envs.sampling's
+    temperature + top-p nucleus; plain softmax(logits) when greedy)."""
     import torch
 
     if greedy:
         nxt = logits.argmax(-1)
         return nxt, torch.log_softmax(logits, dim=-1).gather(-1, nxt[:, None]).squeeze(-1)
-    logits = logits / temperature
-    logp = torch.log_softmax(logits, dim=-1)
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
-        probs = torch.softmax(sorted_logits, dim=-1)
-        # drop a token when the mass BEFORE it already reaches top_p (the top token always stays)
-        drop = (probs.cumsum(-1) - probs) >= top_p
-        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
-    probs = torch.softmax(logits, dim=-1)
+    logp = sampling_logprobs(logits, temperature, top_p)
+    probs = logp.exp()
     if generator is not None and probs.device != generator.device:
         from rc1.runtime.device import to_device
 
@@ -147,11 +142,12 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
 def generate_episodes(model, tokenizer, items: list[dict], *, num_generations: int = 1, max_turns: int | None = None,
                       max_new_tokens: int = 64, temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
                       seed: int | None = None, batch_size: int = 8, generator=None, max_length: int | None = None,
-                      stop_at_action: bool = True) -> list[Episode]:
+                      stop_at_action: bool = True, multi_turn: str = "concat") -> list[Episode]:
     """Roll out every item `num_generations` times (copies consecutive) and return the episodes in that order.
 
     max_turns: per-episode model-turn limit (default: the item's `max_turns`, else 6).
-    max_new_tokens: per model turn. max_length: cap on a whole episode's tokens (prompt included).
+    max_new_tokens: per model turn. max_length: cap on a whole episode's tokens (prompt included; with
+    split turns, on each turn's prompt + completion). multi_turn: concat | split_turns | auto (rc1.envs.env).
     """
     import torch
 
@@ -164,7 +160,7 @@ def generate_episodes(model, tokenizer, items: list[dict], *, num_generations: i
         device = next(model.parameters()).device
         generator = torch.Generator(device=device)
         generator.manual_seed(int(seed))
-    states = [EpisodeState.start(item, fmt, max_turns=max_turns, max_length=max_length)
+    states = [EpisodeState.start(item, fmt, max_turns=max_turns, max_length=max_length, multi_turn=multi_turn)
               for item in items for _ in range(num_generations)]
     was_training = model.training
     model.eval()

@@ -1,19 +1,21 @@
-"""Evaluation harness: greedy episodes on the held-out shadow set (and eval_min), base vs checkpoint.
+"""Evaluation harness: greedy episodes of the base model and the trained run(s) on the held-out and dev splits.
 
-`run_eval(ws, cfg, checkpoint=...)`:
-  1. reads the item sets: data.shadow_path (first eval.n_shadow items, or `n`) — the held-out set
-     the RC1 gate judges — and data.eval_path (eval_min);
-  2. runs the base model (cfg.model.base), or reuses its cached records: the cache key is the
-     base model, the sha256 of the items evaluated, the generation settings and the sha256 of the
-     episode/verifier code, so re-evaluating a new checkpoint never regenerates base episodes;
-  3. loads the checkpoint (weights or LoRA adapter written by the trainer, manifest verified
-     first) and runs it on the same items;
-  4. computes rc1.eval.metrics summaries and paired deltas, writes `reports/ppo_eval_<ts>.json`
-     (+ sidecar, artifact manifest), and copies the checkpoint into `<run>/best/step_XXXXX/` when
-     it beats every earlier best on cfg.eval.metric (append-only: see `update_best`).
+`run_eval(ws, cfg, checkpoint=..., seed_index=...)`:
+  1. reads the item sets (rc1.eval.splits): the held-out set (data.shadow_path, eval.n_shadow stratified
+     items) that the RC1 gate and the report judge, and the dev split (data.eval_path, eval.n_dev
+     stratified items) that chooses `best/`;
+  2. runs the base model, or reuses its cached records: one cache file per set, keyed on the base model,
+     the items, the generation settings (dtype included) and the sha256 of the episode/verifier code, so
+     the round-2 shadow run's held-out pass is reused and every seed's run is compared with one base pass;
+  3. evaluates each training run: an explicit checkpoint, or the `latest` checkpoint of every seed run
+     that has one (cfg.seed_run(i); one run per seed), manifest verified, on the same items;
+  4. computes summaries, paired deltas vs base, the majority-class baseline of the same items (and each
+     model's paired delta to it), the minimum detectable effect, the eval and training dtypes and how each
+     run ended; copies a run's checkpoint into its `best/` when its DEV result beats every earlier best
+     (never on the held-out result); writes `reports/ppo_eval_<ts>.json` (+ sidecar, artifact manifest).
 
-Raises ConfigError for missing item files, an unknown metric, or a checkpoint that does not
-verify or was trained from a different base model.
+Raises ConfigError for missing item files, a dev split that is or overlaps the held-out set, an unknown
+metric, or a checkpoint that does not verify or was trained from a different base model.
 """
 
 from __future__ import annotations
@@ -23,83 +25,44 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from rc1.eval.metrics import EpisodeRecord, compare, flat_split, metric_value, summarize
+from rc1.eval.metrics import (EpisodeRecord, compare, flat_split, majority_baseline, mde_table, metric_value, spread,
+                              summarize, versus_baseline)
+from rc1.eval.runs import RunEnd, read_end, run_of_checkpoint, seed_runs
+from rc1.eval.splits import DEV, HELDOUT, ItemSet, dev_set, heldout_set
 from rc1.runtime.atomic import _fsync_dir, append_line, atomic_write_json
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json, verify_artifact
 from rc1.runtime.workspace import Workspace
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rc1.config.schema import TrainConfig
+    from rc1.config.schema import SeedRun, TrainConfig
 
 log = logging.getLogger("rc1.eval")
 
 REPORT_KIND = "ppo_eval"
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 CACHE_DIR = "reports/eval_cache"
 BEST_INDEX = "index.jsonl"
-HELDOUT = "shadow"
 DEFAULT_BATCH = 32
 Progress = Callable[[str], None]
 
 
 # ----------------------------------------------------------------------------- inputs
-def read_items(path: Path) -> list[dict]:
-    items = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from None
-            missing = [k for k in ("id", "task", "messages", "answer") if k not in item]
-            if missing:
-                raise ConfigError(f"{path}:{lineno}: eval item lacks {missing}")
-            items.append(item)
-    return items
-
-
-def stratified_head(items: list[dict], n: int) -> list[dict]:
-    """The first `n` items of a proportional interleave of the (task, bucket) strata, in file order.
-
-    A shadow file is written stratum by stratum, so its plain head would be one task only."""
-    if n >= len(items):
-        return list(items)
-    strata: dict[tuple, list[int]] = {}
-    for i, it in enumerate(items):
-        strata.setdefault((it.get("task"), it.get("bucket")), []).append(i)
-    keyed = []
-    for members in strata.values():
-        for rank, i in enumerate(members):
-            keyed.append(((rank + 0.5) / len(members), i))
-    chosen = sorted(i for _, i in sorted(keyed)[:n])
-    return [items[i] for i in chosen]
-
-
-def eval_sets(ws: Workspace, cfg: "TrainConfig", n: int | None = None, *, shadow_only: bool = False) -> dict[str, dict]:
-    """{set name: {path, sha256 (of the file), n_file, items}}; the shadow set is required."""
-    limit = n or cfg.eval.n_shadow
-    out: dict[str, dict] = {}
-    wanted = ((HELDOUT, cfg.data.shadow_path, True),) + (() if shadow_only else (("eval_min", cfg.data.eval_path, False),))
-    for name, rel, required in wanted:
-        p = ws.path(rel)
-        if not p.exists():
-            if required:
-                raise ConfigError(f"data.shadow_path {rel}: no such file; build it with `rc1 data shadow-set`")
-            log.warning("eval: %s (%s) does not exist; evaluating the shadow set only", name, rel)
-            continue
-        items = read_items(p)
-        if not items:
-            raise ConfigError(f"{rel}: no items")
-        if limit:
-            items = stratified_head(items, limit)
-        out[name] = {"path": ws.rel(p), "sha256": sha256_file(p), "n_file": len(read_items(p)) if limit else len(items),
-                     "items": items}
+def eval_sets(ws: Workspace, cfg: "TrainConfig", n: int | None = None, *, shadow_only: bool = False) -> dict[str, ItemSet]:
+    """{set name: ItemSet}: the held-out set (required; `n` overrides eval.n_shadow) and, unless
+    `shadow_only`, the dev split when its file exists."""
+    out = {HELDOUT: heldout_set(ws, cfg, n)}
+    if not shadow_only:
+        dev = dev_set(ws, cfg)
+        if dev is None:
+            log.warning("eval: the dev split %s does not exist: best/ cannot be chosen (never on the held-out set)",
+                        cfg.data.eval_path)
+        else:
+            out[DEV] = dev
     return out
 
 
@@ -116,29 +79,50 @@ def _code_sha() -> str:
     return sha256_json({f.relative_to(root).as_posix(): sha256_file(f) for f in files if f.exists()})
 
 
-def base_cache_key(cfg: "TrainConfig", sets: dict[str, dict], gen: dict) -> tuple[str, dict]:
+def base_cache_key(cfg: "TrainConfig", item_set: ItemSet, gen: dict) -> tuple[str, dict]:
     material = {"base": cfg.model.base, "revision": cfg.model.revision,
-                "items": {k: sha256_json([it["id"] for it in v["items"]] + [v["sha256"]]) for k, v in sets.items()},
+                "items": sha256_json([it["id"] for it in item_set.items] + [item_set.sha256]),
                 "generation": {k: v for k, v in gen.items() if k != "batch_size"}, "code": _code_sha()}
     return sha256_json(material), material
 
 
 # ----------------------------------------------------------------------------- models
+def eval_dtype(cfg: "TrainConfig", device):
+    """The eval inference dtype (SPEC §6): `auto` is fp32 on a CPU, whatever the training precision, so the
+    same config gives the same result on AVX2 and AVX512 machines; elsewhere the device policy. `bf16` on a
+    CPU only where it is native (AVX512-BF16/AMX; emulated it is 3.3x slower), else fp32 with a warning."""
+    import torch
+
+    from rc1.runtime.device import dtype_for
+
+    if cfg.eval.dtype == "fp32":
+        return torch.float32
+    if cfg.eval.dtype == "bf16":
+        return torch.bfloat16 if device.type == "cuda" else dtype_for(device, "bf16")
+    return dtype_for(device, "auto")
+
+
 def _torch_setup(cfg: "TrainConfig"):
     import torch
 
-    from rc1.runtime.device import dtype_for, get_device
+    from rc1.runtime.device import get_device
 
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     device = get_device(cfg.run.device_pref)
-    if cfg.eval.dtype == "bf16":
-        # Inference only: about 2x faster prefill on CPUs with AVX512-BF16/AMX, but emulated (measured
-        # 3.3x slower than fp32) on CPUs without them, where dtype_for falls back to fp32 with a warning.
-        return device, (torch.bfloat16 if device.type != "cpu" else dtype_for(device, "bf16"))
-    if cfg.eval.dtype == "fp32":
-        return device, torch.float32
-    return device, dtype_for(device, cfg.run.mixed_precision)
+    return device, eval_dtype(cfg, device)
+
+
+SHORT_DTYPE = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def dtype_info(cfg: "TrainConfig", device, dtype) -> dict:
+    from rc1.runtime.device import cpu_bf16_supported
+
+    name = str(dtype).replace("torch.", "")
+    # the training end record's vocabulary (fp32 / bf16 / fp16), so the two dtypes read alike
+    return {"eval": SHORT_DTYPE.get(name, name), "requested": cfg.eval.dtype, "device": str(device),
+            "cpu_native_bf16": cpu_bf16_supported() if device.type == "cpu" else None}
 
 
 def load_base(cfg: "TrainConfig", device, dtype):
@@ -147,15 +131,16 @@ def load_base(cfg: "TrainConfig", device, dtype):
     return load_model(cfg, device=device, dtype=dtype, for_training=False)
 
 
-def resolve_checkpoint(ws: Workspace, cfg: "TrainConfig", spec: str) -> Path:
-    """'latest' (the run's latest), a run directory (its latest) or a step directory; verified."""
+def resolve_checkpoint(ws: Workspace, cfg: "TrainConfig", spec: str, *, run_dir: str | None = None) -> Path:
+    """'latest' (the latest of `run_dir`, default cfg.checkpoint_dir), a run directory (its latest) or a step
+    directory; verified."""
     from rc1.runtime.checkpoint import LATEST, read_latest, verify_checkpoint
 
-    run_root = ws.path(cfg.checkpoint_dir)
+    run_dir = run_dir or cfg.checkpoint_dir
     if spec == LATEST:
-        target = read_latest(run_root)
+        target = read_latest(ws.path(run_dir))
         if target is None:
-            raise ConfigError(f"{cfg.checkpoint_dir}: no `latest` checkpoint to evaluate (train first)")
+            raise ConfigError(f"{run_dir}: no `latest` checkpoint to evaluate (train first)")
     else:
         target = ws.path(spec)
         if (target / LATEST).exists() or (target / LATEST).is_symlink():
@@ -255,28 +240,28 @@ def run_items(model, tokenizer, items: list[dict], gen: dict, progress: Progress
     return records, time.perf_counter() - t0
 
 
-def _run_sets(model, tok, sets: dict[str, dict], gen: dict, progress: Progress | None, label: str,
+def _run_sets(model, tok, sets: dict[str, ItemSet], gen: dict, progress: Progress | None, label: str,
               episodes_out: dict | None = None) -> tuple[dict, dict]:
     """One generation pass over every set's items together (bigger batches); records split back per set
     (and, with `episodes_out`, the episodes per set)."""
-    all_items = [it for s in sets.values() for it in s["items"]]
+    all_items = [it for s in sets.values() for it in s.items]
     episodes: list | None = [] if episodes_out is not None else None
     records, secs = run_items(model, tok, all_items, gen, (lambda m: progress(f"{label}: {m}")) if progress else None,
                               episodes)
     out, pos = {}, 0
     for name, s in sets.items():
-        out[name] = records[pos:pos + len(s["items"])]
+        out[name] = records[pos:pos + len(s.items)]
         if episodes_out is not None:
-            episodes_out[name] = episodes[pos:pos + len(s["items"])]
-        pos += len(s["items"])
+            episodes_out[name] = episodes[pos:pos + len(s.items)]
+        pos += len(s.items)
     return out, {"episodes": len(records), "seconds": secs, "episodes_per_s": len(records) / secs if secs else None}
 
 
-def read_base_cache(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict],
+def read_base_cache(ws: Workspace, cfg: "TrainConfig", item_set: ItemSet,
                     gen: dict) -> tuple[Path, str, dict, dict | None]:
-    """(path, key, key material, document) of the base model's cached eval pass; the document is None
-    unless the file's key and sidecar match."""
-    key, material = base_cache_key(cfg, sets, gen)
+    """(path, key, key material, document) of the base model's cached pass over one item set; the document
+    is None unless the file's key and sidecar match."""
+    key, material = base_cache_key(cfg, item_set, gen)
     path = ws.path(f"{CACHE_DIR}/base_{key[:16]}.json")
     doc = None
     if path.exists() and verify_artifact(ws, path):
@@ -285,49 +270,71 @@ def read_base_cache(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict],
     return path, key, material, doc
 
 
-def base_records(ws: Workspace, cfg: "TrainConfig", sets: dict[str, dict], gen: dict, device, dtype,
+def base_records(ws: Workspace, cfg: "TrainConfig", sets: dict[str, ItemSet], gen: dict, device, dtype,
                  progress: Progress | None = None) -> tuple[dict[str, list[EpisodeRecord]], dict]:
-    """The base model's records, from the cache when its key matches and its sidecar verifies.
+    """The base model's records per set: each set from its cache when the key matches and the sidecar
+    verifies; the sets without one are generated together and cached one file per set.
 
-    The cache also keeps each base episode's reward-relevant fields, so the round 2 shadow run can
+    A cache file also keeps each base episode's reward-relevant fields, so the round 2 shadow run can
     score the same greedy base answers the eval compares against (`base_episodes`)."""
-    path, key, material, doc = read_base_cache(ws, cfg, sets, gen)
-    if doc is not None:
-        log.info("eval: base records from cache %s", ws.rel(path))
+    recs: dict[str, list[EpisodeRecord]] = {}
+    caches: dict[str, str] = {}
+    missing: dict[str, ItemSet] = {}
+    cached_thr = {"episodes": 0, "seconds": 0.0}
+    for name, item_set in sets.items():
+        path, _, _, doc = read_base_cache(ws, cfg, item_set, gen)
+        caches[name] = ws.rel(path)
+        if doc is None:
+            missing[name] = item_set
+            continue
+        log.info("eval: base records for %s from cache %s", name, ws.rel(path))
         if progress:
-            progress(f"base: cached ({ws.rel(path)})")
-        recs = {k: [EpisodeRecord.from_dict(r) for r in v] for k, v in doc["records"].items()}
-        return recs, {**doc["throughput"], "cached": True, "cache": ws.rel(path)}
-    model, tok = load_base(cfg, device, dtype)
-    episodes: dict[str, list] = {}
-    recs, thr = _run_sets(model, tok, sets, gen, progress, "base", episodes)
-    del model
-    atomic_write_json(path, {"key": key, "key_material": material, "throughput": thr,
-                             "records": {k: [r.to_dict() for r in v] for k, v in recs.items()},
-                             "episodes": episodes})
-    register_artifact(ws, path, "eval_base_cache", base=cfg.model.base)
-    return recs, {**thr, "cached": False, "cache": ws.rel(path)}
+            progress(f"base, {name}: cached ({ws.rel(path)})")
+        recs[name] = [EpisodeRecord.from_dict(r) for r in doc["records"]]
+        cached_thr["episodes"] += doc["throughput"]["episodes"]
+        cached_thr["seconds"] += doc["throughput"]["seconds"] or 0.0
+    thr = {"episodes": cached_thr["episodes"], "seconds": cached_thr["seconds"], "cached": not missing,
+           "cached_sets": sorted(set(sets) - set(missing)), "cache": caches[HELDOUT] if HELDOUT in caches else None,
+           "caches": caches}
+    if missing:
+        model, tok = load_base(cfg, device, dtype)
+        episodes: dict[str, list] = {}
+        new, run_thr = _run_sets(model, tok, missing, gen, progress, "base", episodes)
+        del model
+        for name, item_set in missing.items():
+            path, key, material, _ = read_base_cache(ws, cfg, item_set, gen)
+            share = len(item_set.items) / max(1, run_thr["episodes"])
+            atomic_write_json(path, {"key": key, "key_material": material, "set": name,
+                                     "throughput": {"episodes": len(item_set.items), "seconds": run_thr["seconds"] * share},
+                                     "records": [r.to_dict() for r in new[name]], "episodes": episodes[name]})
+            register_artifact(ws, path, "eval_base_cache", base=cfg.model.base, set=name)
+            recs[name] = new[name]
+        thr["episodes"] += run_thr["episodes"]
+        thr["seconds"] += run_thr["seconds"]
+        thr["generated"] = run_thr
+    thr["episodes_per_s"] = thr["episodes"] / thr["seconds"] if thr["seconds"] else None
+    return {name: recs[name] for name in sets}, thr
 
 
 def base_episodes(ws: Workspace, cfg: "TrainConfig", *, batch_size: int = DEFAULT_BATCH,
                   progress: Progress | None = None) -> tuple[list[dict], list[dict], dict]:
     """(items, episode dicts, provenance) of the base model's greedy eval pass on the held-out set.
 
-    Runs that pass (or reads its cache) exactly as `rc1 eval --shadow-only` would, so the shadow run
-    and the later eval share one generation of the base model."""
+    Runs that pass (or reads its cache) exactly as `rc1 eval` does, so the shadow run and the later
+    eval share one generation of the base model."""
     sets = eval_sets(ws, cfg, shadow_only=True)
     device, dtype = _torch_setup(cfg)
     gen = generation_settings(cfg, batch_size, dtype)
-    base_records(ws, cfg, sets, gen, device, dtype, progress)
-    path, _, _, doc = read_base_cache(ws, cfg, sets, gen)
-    if doc is None or HELDOUT not in (doc.get("episodes") or {}):
+    _, thr = base_records(ws, cfg, sets, gen, device, dtype, progress)
+    held = sets[HELDOUT]
+    path, _, _, doc = read_base_cache(ws, cfg, held, gen)
+    if doc is None or not doc.get("episodes"):
         raise ConfigError(f"{ws.rel(path)}: the base eval cache holds no episodes (written by an older rc1); "
                           "delete it and run again")
-    held = sets[HELDOUT]
     info = {"source": "eval_base", "cache": ws.rel(path), "cache_sha256": sha256_file(path), "generation": gen,
-            "shadow_set": held["path"], "shadow_set_sha256": held["sha256"], "n": len(held["items"]),
+            "shadow_set": held.path, "shadow_set_sha256": held.sha256, "n": len(held.items),
             "throughput": doc["throughput"]}
-    return held["items"], doc["episodes"][HELDOUT], info
+    return held.items, doc["episodes"], info
 
 
 # ----------------------------------------------------------------------------- best/
@@ -338,20 +345,34 @@ def best_index(ws: Workspace, run_dir: str) -> list[dict]:
     return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
 
 
-def update_best(ws: Workspace, run_dir: str, ckpt: Path, metric: str, value: float | None, report_rel: str) -> dict:
-    """Copy `ckpt` to <run>/best/<step dir>/ if it beats every earlier best on `metric`. Append-only:
-    earlier best copies and index lines are never modified or removed."""
+def selection_of(dev: ItemSet) -> dict:
+    """What a best/ choice was measured on: the dev split's file and items (comparable only to the same)."""
+    return {"split": DEV, "path": dev.path, "n": len(dev.items),
+            "key": sha256_json([dev.sha256] + [str(it["id"]) for it in dev.items])}
+
+
+def update_best(ws: Workspace, run_dir: str, ckpt: Path, metric: str, value: float | None, report_rel: str,
+                selection: dict | None) -> dict:
+    """Copy `ckpt` to <run>/best/<step dir>/ if it beats every earlier best on `metric` measured on the same
+    dev items (`selection`, from `selection_of`). Without a dev result nothing is chosen: best/ is never
+    chosen on the held-out set. Append-only: earlier best copies and index lines are never modified."""
     from rc1.runtime.checkpoint import MANIFEST_FILE, TMP_PREFIX, verify_checkpoint
 
+    out = {"metric": metric, "value": value, "selection": selection, "previous_best": None, "updated": False,
+           "path": None}
+    if selection is None:
+        out["reason"] = "no dev split evaluated: best/ is chosen on the dev split only, never on the held-out set"
+        return out
     entries = best_index(ws, run_dir)
-    same = [e for e in entries if e.get("metric") == metric and e.get("value") is not None]
+    same = [e for e in entries if e.get("metric") == metric and e.get("value") is not None
+            and (e.get("selection") or {}).get("key") == selection["key"]]
     prev = max((e["value"] for e in same), default=None)
-    out = {"metric": metric, "value": value, "previous_best": prev, "updated": False, "path": None}
+    out["previous_best"] = prev
     if value is None:
-        out["reason"] = "metric undefined on this eval"
+        out["reason"] = "metric undefined on this eval's dev split"
         return out
     if prev is not None and value <= prev:
-        out["reason"] = f"{value:.4g} does not beat the best so far ({prev:.4g})"
+        out["reason"] = f"dev {metric} {value:.4g} does not beat the best so far ({prev:.4g})"
         return out
     best_root = ws.path(run_dir) / "best"
     best_root.mkdir(parents=True, exist_ok=True)
@@ -368,10 +389,50 @@ def update_best(ws: Workspace, run_dir: str, ckpt: Path, metric: str, value: flo
     manifest_sha = sha256_file(dest / MANIFEST_FILE)
     append_line(best_root / BEST_INDEX, json.dumps({
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "step_dir": ckpt.name, "path": ws.rel(dest),
-        "source": ws.rel(ckpt), "metric": metric, "value": value, "previous_best": prev,
+        "source": ws.rel(ckpt), "metric": metric, "value": value, "previous_best": prev, "selection": selection,
         "manifest_sha256": manifest_sha, "report": report_rel}))
     out.update(updated=True, path=ws.rel(dest), manifest_sha256=manifest_sha)
     return out
+
+
+# ----------------------------------------------------------------------------- the runs evaluated
+@dataclass
+class Target:
+    """One training run's checkpoint to evaluate; `run` is None for a checkpoint outside every seed run."""
+
+    run: "SeedRun | None"
+    checkpoint: Path
+
+    def run_dir(self, ws: Workspace) -> str:
+        if self.run is not None:
+            return self.run.checkpoint_dir
+        parent = self.checkpoint.parent
+        return ws.rel(parent.parent if parent.name == "best" else parent)
+
+
+def eval_targets(ws: Workspace, cfg: "TrainConfig", checkpoint: str | None = "latest",
+                 seed_index: int | None = None) -> list[Target]:
+    """An explicit checkpoint, else the `latest` of the chosen seed run (`seed_index`) or of every seed run
+    that has one (one training run per seed, cfg.seed_run(i))."""
+    from rc1.runtime.checkpoint import LATEST, read_latest
+
+    runs = seed_runs(cfg)
+    if seed_index is not None:
+        if not 0 <= seed_index < len(runs):
+            raise ConfigError(f"--seed-index {seed_index}: the config has {len(runs)} seed(s) {cfg.seed_list}")
+        runs = [runs[seed_index]]
+    if checkpoint not in (None, LATEST):
+        ck = resolve_checkpoint(ws, cfg, checkpoint)
+        run = run_of_checkpoint(ws, cfg, ck)
+        if seed_index is not None and (run is None or run.index != seed_index):
+            raise ConfigError(f"checkpoint {checkpoint} is not a checkpoint of seed run {seed_index} ({runs[0].checkpoint_dir})")
+        return [Target(run, ck)]
+    found = [Target(r, resolve_checkpoint(ws, cfg, LATEST, run_dir=r.checkpoint_dir)) for r in runs
+             if read_latest(ws.path(r.checkpoint_dir)) is not None]
+    if not found:
+        where = ", ".join(r.checkpoint_dir for r in runs)
+        raise ConfigError(f"{where}: no `latest` checkpoint to evaluate (train first)")
+    return found
 
 
 # ----------------------------------------------------------------------------- the eval
@@ -382,61 +443,115 @@ def _checkpoint_info(ws: Workspace, ckpt: Path) -> dict:
     return {"path": ws.rel(ckpt), "step": manifest.get("step"), "manifest_sha256": sha256_file(ckpt / MANIFEST_FILE)}
 
 
-def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "latest", base_only: bool = False,
-             n: int | None = None, batch_size: int = DEFAULT_BATCH, config_path: str | None = None,
-             shadow_only: bool = False, progress: Progress | None = None) -> tuple[Path, dict]:
-    """Evaluate base and checkpoint; write reports/ppo_eval_<ts>.json. Returns (path, report)."""
-    from rc1.config.load import config_hash
-
-    metric_value(cfg.eval.metric, summarize([]))  # unknown metric -> ConfigError before any generation
-    sets = eval_sets(ws, cfg, n, shadow_only=shadow_only)
-    ckpt = None if base_only else resolve_checkpoint(ws, cfg, checkpoint or "latest")
-    device, dtype = _torch_setup(cfg)
-    gen = generation_settings(cfg, batch_size, dtype)
-    if progress:
-        progress(f"items: " + ", ".join(f"{k} {len(v['items'])}" for k, v in sets.items()) + f"; device {device}")
-    base, base_thr = base_records(ws, cfg, sets, gen, device, dtype, progress)
-    trained, trained_thr, loaded = None, None, {}
-    if ckpt is not None:
-        model, tok = load_checkpoint_model(cfg, ckpt, device, dtype)
-        trained, trained_thr = _run_sets(model, tok, sets, gen, progress, f"checkpoint {ckpt.name}")
-        loaded = getattr(model, "rc1_loaded", {})
-        del model
-    results = {}
-    for name in sets:
-        sb = summarize(base[name])
-        st = summarize(trained[name]) if trained else None
-        d = compare(base[name], trained[name]) if trained else None
-        results[name] = {"base": sb, "trained": st, "delta": d,
-                         "split": {"base": flat_split(sb, None), "trained": flat_split(st, d) if st else None}}
+def _report_path(ws: Workspace) -> Path:
     ts = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
     out = ws.reports / f"ppo_eval_{ts}.json"
     k = 1
     while out.exists():  # two evals in the same second never overwrite each other
         out = ws.reports / f"ppo_eval_{ts}_{k}.json"
         k += 1
+    return out
+
+
+def _evaluate_run(ws: Workspace, cfg: "TrainConfig", target: Target, sets: dict[str, ItemSet], gen: dict, device,
+                  dtype, base: dict, majority: dict, report_rel: str, progress: Progress | None) -> tuple[dict, dict]:
+    """(the run's report entry, its records per set)."""
+    ckpt = target.checkpoint
+    model, tok = load_checkpoint_model(cfg, ckpt, device, dtype)
+    label = f"checkpoint {ckpt.name}" + (f" (seed {target.run.index})" if target.run is not None and
+                                         len(cfg.seed_list) > 1 else "")
+    trained, thr = _run_sets(model, tok, sets, gen, progress, label)
+    loaded = getattr(model, "rc1_loaded", {})
+    del model
+    results = {}
+    for name in sets:
+        st, d = summarize(trained[name]), compare(base[name], trained[name])
+        results[name] = {"trained": st, "delta": d, "vs_majority": versus_baseline(trained[name], majority[name]["items"]),
+                         "split": flat_split(st, d)}
     metric = cfg.eval.metric
-    held = results[HELDOUT]
+    value = metric_value(metric, results[DEV]["trained"]) if DEV in sets else None
+    run_dir = target.run_dir(ws)
+    end = read_end(ws, target.run.end_file) if target.run is not None else RunEnd("", None, None)
+    entry = {"seed_index": target.run.index if target.run is not None else None,
+             "seed": target.run.seed if target.run is not None else None, "run_dir": run_dir,
+             "checkpoint": {**_checkpoint_info(ws, ckpt), **loaded}, "training": end.to_dict(),
+             "results": results, "metric": {"name": metric, "split": DEV if DEV in sets else None, "value": value},
+             "throughput": thr}
+    entry["best"] = update_best(ws, run_dir, ckpt, metric, value, report_rel, selection_of(sets[DEV]) if DEV in sets else None)
+    return entry, trained
+
+
+def _spread(runs: list[dict], set_name: str) -> dict:
+    per_seed = [{"seed_index": r["seed_index"], "seed": r["seed"],
+                 "trained_success": r["results"][set_name]["trained"]["success"]["rate"],
+                 "delta_pp": r["results"][set_name]["delta"]["success"]["delta_pp"],
+                 "ci95_pp": r["results"][set_name]["delta"]["success"]["ci95_pp"]} for r in runs]
+    return {"per_seed": per_seed, "delta_pp": spread([p["delta_pp"] for p in per_seed]),
+            "trained_success": spread([p["trained_success"] for p in per_seed])}
+
+
+def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "latest", base_only: bool = False,
+             n: int | None = None, batch_size: int = DEFAULT_BATCH, config_path: str | None = None,
+             shadow_only: bool = False, seed_index: int | None = None,
+             progress: Progress | None = None) -> tuple[Path, dict]:
+    """Evaluate base and the run(s); write reports/ppo_eval_<ts>.json. Returns (path, report)."""
+    from rc1.config.load import config_hash
+
+    metric_value(cfg.eval.metric, summarize([]))  # unknown metric -> ConfigError before any generation
+    sets = eval_sets(ws, cfg, n, shadow_only=shadow_only)
+    targets = [] if base_only else eval_targets(ws, cfg, checkpoint, seed_index)
+    device, dtype = _torch_setup(cfg)
+    gen = generation_settings(cfg, batch_size, dtype)
+    dtypes = dtype_info(cfg, device, dtype)
+    if progress:
+        progress("items: " + ", ".join(f"{k} {len(v.items)}" for k, v in sets.items())
+                 + f"; device {device}, dtype {dtypes['eval']}")
+    base, base_thr = base_records(ws, cfg, sets, gen, device, dtype, progress)
+    items = {name: s.items for name, s in sets.items()}
+    majority = {name: majority_baseline(items[name]) for name in sets}
+    results = {}
+    for name in sets:
+        sb = summarize(base[name])
+        results[name] = {"base": sb, "majority": majority[name],
+                         "base_vs_majority": versus_baseline(base[name], majority[name]["items"]),
+                         "mde": mde_table(base[name]), "split": flat_split(sb, None)}
+    out = _report_path(ws)
+    runs, run_records = [], []
+    for target in targets:
+        entry, recs = _evaluate_run(ws, cfg, target, sets, gen, device, dtype, base, majority, ws.rel(out), progress)
+        runs.append(entry)
+        run_records.append({k: [r.to_dict() for r in v] for k, v in recs.items()})
+    dtypes["train"] = sorted({r["training"]["train_dtype"] for r in runs}) or None
     report: dict[str, Any] = {
         "kind": REPORT_KIND, "version": REPORT_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "profile": cfg.profile, "config": {"path": config_path, "hash": config_hash(cfg)},
         "model": {"base": cfg.model.base, "revision": cfg.model.revision},
-        "checkpoint": {**_checkpoint_info(ws, ckpt), **loaded} if ckpt else None,
-        "run_dir": cfg.checkpoint_dir, "device": str(device), "generation": gen, "heldout_set": HELDOUT,
-        "sets": {k: {kk: vv for kk, vv in v.items() if kk != "items"} | {"n": len(v["items"])} for k, v in sets.items()},
-        "results": results,
-        "metric": {"name": metric, "base": metric_value(metric, held["base"]),
-                   "trained": metric_value(metric, held["trained"]) if held["trained"] else None},
-        "throughput": {"base": base_thr, "trained": trained_thr},
-        "records": {k: {"base": [r.to_dict() for r in base[k]],
-                        "trained": [r.to_dict() for r in trained[k]] if trained else None} for k in sets},
+        # the evaluated checkpoint when one run was evaluated (runs[i]["checkpoint"] in general)
+        "checkpoint": runs[0]["checkpoint"] if len(runs) == 1 else None,
+        "run_dir": runs[0]["run_dir"] if len(runs) == 1 else cfg.checkpoint_dir,
+        "device": str(device), "dtype": dtypes, "generation": gen, "heldout_set": HELDOUT,
+        "dev_set": DEV if DEV in sets else None, "seeds": cfg.seed_list,
+        "sets": {k: v.describe() for k, v in sets.items()},
+        "results": results, "runs": runs,
+        "spread": {name: _spread(runs, name) for name in sets} if len(runs) > 1 else None,
+        "throughput": {"base": base_thr, "runs": [r["throughput"] for r in runs]},
+        "records": {"base": {k: [r.to_dict() for r in v] for k, v in base.items()}, "runs": run_records},
     }
-    if ckpt is not None:
-        report["best"] = update_best(ws, cfg.checkpoint_dir, ckpt, metric, report["metric"]["trained"], ws.rel(out))
     atomic_write_json(out, report)
-    register_artifact(ws, out, REPORT_KIND, checkpoint=report["checkpoint"]["path"] if ckpt else None,
-                      heldout_success=held["trained"]["success"]["rate"] if held["trained"] else None)
+    held = [r["results"][HELDOUT]["trained"]["success"]["rate"] for r in runs]
+    register_artifact(ws, out, REPORT_KIND, checkpoints=[r["checkpoint"]["path"] for r in runs],
+                      heldout_success=held or None)
     return out, report
+
+
+def run_view(report: dict, run: dict | None, set_name: str) -> dict:
+    """One run's results on one set with the base side beside them: base, trained, delta, majority,
+    vs_majority, base_vs_majority, mde (trained/delta/vs_majority None for a base-only report)."""
+    shared = report["results"][set_name]
+    mine = (run or {}).get("results", {}).get(set_name) or {}
+    return {"base": shared["base"], "majority": shared["majority"], "base_vs_majority": shared["base_vs_majority"],
+            "mde": shared["mde"], "trained": mine.get("trained"), "delta": mine.get("delta"),
+            "vs_majority": mine.get("vs_majority")}
 
 
 def latest_report(ws: Workspace) -> Path | None:

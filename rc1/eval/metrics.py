@@ -12,6 +12,13 @@ Definitions (SPEC §7, seeds 003/004):
   clarification precision    asked AND needed / asked          (per task and overall)
   clarification recall       asked AND needed / needed
   hard success (hq+sq)       success on bucket == hard items of hotpotqa and strategyqa together
+  success, non-truncated     success among the episodes that were not truncated (a truncated
+                             episode always fails: this separates "wrong" from "cut off")
+  majority-class baseline    per task, the score of giving every item the task's most common gold
+                             answer (counted by the task's verifier), computed on the evaluated items
+                             themselves: it peeks at their labels, so it is an upper bound on what
+                             a constant answer scores (`majority_baseline`)
+  minimum detectable effect  the smallest success increase a paired test detects at this n (`mde_paired`)
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from rc1.config.schema import BUCKETS, TASKS
+from rc1.config.schema import BUCKETS, TASKS, task_order
 
 Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975); a test checks it against scipy
 BOOTSTRAP_B = 2000
@@ -187,7 +194,7 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict:
     return {
         "n": len(rs),
         "success": _success(rs),
-        "by_task": {t: _success(r for r in rs if r.task == t) for t in TASKS if any(r.task == t for r in rs)},
+        "by_task": {t: _success(r for r in rs if r.task == t) for t in task_order(r.task for r in rs)},
         "by_bucket": {b: _success(r for r in rs if r.bucket == b) for b in BUCKETS if any(r.bucket == b for r in rs)},
         "hard_hq_sq": _success(hard_records(rs)),
         "needs_clar_success": _success(needed),
@@ -195,12 +202,17 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict:
         "avg_turns": {"mean": turns_mean, "ci95": list(turns_ci) if turns_ci else None},
         "avg_tool_hops": {"mean": hops_mean, "ci95": list(hops_ci) if hops_ci else None},
         "truncated": proportion(sum(r.truncated for r in rs), len(rs)),
+        "non_truncated": {"success": _success(r for r in rs if not r.truncated),
+                          "by_task": {t: _success(r for r in rs if r.task == t and not r.truncated)
+                                      for t in task_order(r.task for r in rs)},
+                          "truncated_by_task": {t: proportion(sum(r.truncated for r in rs if r.task == t),
+                                                              sum(r.task == t for r in rs))
+                                                for t in task_order(r.task for r in rs)}},
         # seed 003 §4.3: the difficulty split also covers over-clarification and turns
         "by_bucket_behaviour": {b: _behaviour([r for r in rs if r.bucket == b]) for b in BUCKETS
                                 if any(r.bucket == b for r in rs)},
         "clarification": {"all": clarification_pr(rs),
-                          **{t: clarification_pr([r for r in rs if r.task == t]) for t in TASKS
-                             if any(r.task == t for r in rs)}},
+                          **{t: clarification_pr([r for r in rs if r.task == t]) for t in task_order(r.task for r in rs)}},
     }
 
 
@@ -240,7 +252,7 @@ def compare(base: Sequence[EpisodeRecord], trained: Sequence[EpisodeRecord]) -> 
         "n_paired": len(b),
         "success": _delta_prop(b, t, lambda r: True, succ),
         "by_task": {task: _delta_prop(b, t, lambda r, task=task: r.task == task, succ)
-                    for task in TASKS if any(r.task == task for r in b)},
+                    for task in task_order(r.task for r in b)},
         "by_bucket": {bk: _delta_prop(b, t, lambda r, bk=bk: r.bucket == bk, succ)
                       for bk in BUCKETS if any(r.bucket == bk for r in b)},
         "hard_hq_sq": _delta_prop(b, t, lambda r: r.bucket == "hard" and r.task in HARD_TASKS, succ),
@@ -263,6 +275,106 @@ def compare(base: Sequence[EpisodeRecord], trained: Sequence[EpisodeRecord]) -> 
     out["avg_tool_hops"] = {"base": sum(hb) / len(hb) if hb else None, "trained": sum(ht) / len(ht) if ht else None,
                             "delta": (sum(ht) - sum(hb)) / len(hb) if hb else None, "ci95": list(ci) if ci else None}
     return out
+
+
+# ----------------------------------------------------------------------------- baselines and power
+def _gold_text(item: dict) -> str:
+    gold = item["answer"]
+    return ("yes" if gold else "no") if isinstance(gold, bool) else str(gold)
+
+
+def majority_baseline(items: Sequence[dict]) -> dict:
+    """Per task, the score of answering every item with the task's most common gold answer.
+
+    "Most common" is counted by the items' own verifier (the gold answer that, given to every item of the
+    task, is verified correct most often; ties: the first in sorted order), so "12" and "12.0" or a gold
+    answer and an item's alias count as one answer. It is computed on these items' own labels."""
+    from types import SimpleNamespace
+
+    from rc1.config.schema import task_order
+    from rc1.rewards.verifiers import verify_episode
+
+    per_item: dict[str, bool] = {}
+    by_task: dict[str, dict] = {}
+    for task in task_order(it["task"] for it in items):
+        its = [it for it in items if it["task"] == task]
+        best: tuple[int, str, list[bool]] | None = None
+        for answer in sorted({_gold_text(it) for it in its}):
+            said = SimpleNamespace(truncated=False, final_answer=answer)
+            hits = [verify_episode(it, said).success for it in its]
+            if best is None or sum(hits) > best[0]:
+                best = (sum(hits), answer, hits)
+        assert best is not None
+        k, answer, hits = best
+        per_item.update({str(it["id"]): h for it, h in zip(its, hits)})
+        by_task[task] = {"answer": answer, **proportion(k, len(its))}
+    return {"by_task": by_task, "overall": proportion(sum(per_item.values()), len(per_item)), "items": per_item,
+            "definition": "each task's most common gold answer given to every item of that task, "
+                          "computed on the evaluated items themselves"}
+
+
+def versus_baseline(records: Sequence[EpisodeRecord], baseline_success: dict[str, bool]) -> dict:
+    """A model vs a fixed-answer baseline on the same items: paired success deltas (pp) with bootstrap CIs."""
+    from dataclasses import replace
+
+    rs = [r for r in records if r.item_id in baseline_success]
+    base = [replace(r, success=bool(baseline_success[r.item_id])) for r in rs]
+    succ = lambda r: r.success  # noqa: E731
+    return {"n": len(rs), "success": _delta_prop(base, rs, lambda r: True, succ),
+            "by_task": {t: _delta_prop(base, rs, lambda r, t=t: r.task == t, succ)
+                        for t in task_order(r.task for r in rs)}}
+
+
+MDE_ALPHA, MDE_POWER = 0.05, 0.80
+MDE_ASSUMPTION = (
+    "smallest success increase d over the base rate p0 that a two-sided paired test (McNemar, alpha 0.05) detects "
+    "with 80 % power at this n; Connor (1987): n = (z_0.975 sqrt(psi) + z_0.80 sqrt(psi - d^2))^2 / d^2 with the "
+    "discordant-pair rate psi = p0 (1 - p1) + p1 (1 - p0), p1 = p0 + d, i.e. the two models' successes independent "
+    "given the item; models that agree on most items have a smaller psi, so this MDE is conservative")
+
+
+def mde_paired(n: int, p0: float | None, alpha: float = MDE_ALPHA, power: float = MDE_POWER) -> float | None:
+    """Minimum detectable increase of a success rate from `p0` with `n` paired items (see MDE_ASSUMPTION).
+
+    None when n == 0 or p0 is unknown; 1 - p0 (as large as it can be) is returned as None too when even
+    that increase is not detectable at this n."""
+    if n <= 0 or p0 is None:
+        return None
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    za, zb = float(norm.ppf(1 - alpha / 2)), float(norm.ppf(power))
+
+    def n_needed(d: float) -> float:
+        p1 = p0 + d
+        psi = p0 * (1 - p1) + p1 * (1 - p0)
+        return (za * math.sqrt(psi) + zb * math.sqrt(max(psi - d * d, 0.0))) ** 2 / (d * d)
+
+    top = 1.0 - p0
+    if top <= 1e-12 or n_needed(top) > n:
+        return None
+    return float(brentq(lambda d: n_needed(d) - n, 1e-9, top, xtol=1e-10))
+
+
+def mde_table(records: Sequence[EpisodeRecord]) -> dict:
+    """MDE of a paired success comparison overall and per task, at the base records' own rates."""
+    def one(rs: list[EpisodeRecord]) -> dict:
+        p0 = (sum(r.success for r in rs) / len(rs)) if rs else None
+        return {"n": len(rs), "base_rate": p0, "mde": mde_paired(len(rs), p0)}
+
+    rs = list(records)
+    return {"overall": one(rs), "by_task": {t: one([r for r in rs if r.task == t]) for t in task_order(r.task for r in rs)},
+            "alpha": MDE_ALPHA, "power": MDE_POWER, "assumption": MDE_ASSUMPTION}
+
+
+def spread(values: Sequence[float | None]) -> dict:
+    """min / mean / max / sample sd of one quantity across seeds (None values left out)."""
+    xs = [float(v) for v in values if v is not None]
+    if not xs:
+        return {"n": 0, "min": None, "mean": None, "max": None, "sd": None}
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
+    return {"n": len(xs), "min": min(xs), "mean": m, "max": max(xs), "sd": sd}
 
 
 # metric name (cfg.eval.metric) -> value in a summary; higher is better except where noted

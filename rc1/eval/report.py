@@ -8,6 +8,12 @@ retyped. Plots (matplotlib, Agg backend) go beside the markdown in reports/rc1/p
   reward_dims.png       reward/<dimension> per step
 The manifest table lists the sha256 of the data files, weights file, configs, base model,
 checkpoint, eval report and the code commit (rc1.runtime.provenance).
+
+Besides the deltas it states what makes them honest to read: the eval and training dtypes, each
+task's majority-class baseline on the same items, success among non-truncated answers, the held-out
+n with the smallest effect it can detect, how each training run ended (early stops marked), the
+spread across seeds, and every gate check's status (not measurable / not applicable included; the
+laptop profile's let-through warnings are said to be warnings).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rc1.config.schema import BUCKETS, REWARD_DIMENSIONS, TASKS
+from rc1.config.schema import BUCKETS, REWARD_DIMENSIONS
 from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import read_sidecar, register_artifact, sha256_file, sha256_tree
@@ -74,7 +80,10 @@ def load_eval_report(ws: Workspace) -> tuple[Path, dict]:
     side = read_sidecar(path)
     if side is None or side != sha256_file(path):
         raise ConfigError(f"{ws.rel(path)}: sha256 sidecar missing or not matching; refusing to report from it")
-    return path, json.loads(path.read_text())
+    doc = json.loads(path.read_text())
+    if "runs" not in doc:
+        raise ConfigError(f"{ws.rel(path)}: written by an older rc1 (no per-run results); run `rc1 eval` again")
+    return path, doc
 
 
 def _read_metrics(ws: Workspace) -> list[dict]:
@@ -146,7 +155,7 @@ def plot_reward_dims(rows: list[dict], out: Path) -> bool:
 def _groups(summary: dict) -> list[tuple[str, dict]]:
     out = [("overall", summary["success"])]
     out += [(b, summary["by_bucket"][b]) for b in BUCKETS if b in summary["by_bucket"]]
-    out += [(t, summary["by_task"][t]) for t in TASKS if t in summary["by_task"]]
+    out += list(summary["by_task"].items())  # built-in tasks first, then custom ones (rc1.config.schema.task_order)
     out += [("hard hq+sq", summary["hard_hq_sq"]), ("needs clar.", summary["needs_clar_success"])]
     return out
 
@@ -213,16 +222,20 @@ def manifest_rows(ws: Workspace, cfg: "TrainConfig", config_path: str | None, ev
         rows.append((f"model: base {cfg.model.base}", str(base_dir.name), sha256_tree(base_dir)))
     except Exception as exc:  # noqa: BLE001 - the report still builds; the row says why
         rows.append((f"model: base {cfg.model.base}", "-", f"unavailable ({exc.__class__.__name__})"))
-    ck = rep.get("checkpoint")
-    if ck:
-        rows.append(("checkpoint (manifest.json)", f"{ck['path']}/manifest.json", ck["manifest_sha256"]))
     from rc1.eval.harness import best_index
 
-    bests = best_index(ws, rep.get("run_dir") or cfg.checkpoint_dir)
-    if bests:
-        b = bests[-1]
-        rows.append((f"best checkpoint ({b.get('metric')} {fmt_num(b.get('value'), 4)})", f"{b['path']}/manifest.json",
-                     b.get("manifest_sha256", "")))
+    for run in rep.get("runs", []):
+        ck = run["checkpoint"]
+        seed = f", seed {run['seed_index']}" if len(rep["runs"]) > 1 else ""
+        rows.append((f"checkpoint (manifest.json{seed})", f"{ck['path']}/manifest.json", ck["manifest_sha256"]))
+        bests = best_index(ws, run["run_dir"])
+        if bests:
+            b = bests[-1]
+            rows.append((f"best checkpoint (dev {b.get('metric')} {fmt_num(b.get('value'), 4)}{seed})",
+                         f"{b['path']}/manifest.json", b.get("manifest_sha256", "")))
+        end = run.get("training") or {}
+        if end.get("sha256"):
+            rows.append((f"training end record{seed}", end["end_file"], end["sha256"]))
     rows.append(("eval report", ws.rel(eval_path), sha256_file(eval_path)))
     root = git_root(ws.root)
     rows.append(("code commit", "git HEAD", git_commit(root) if root else git_commit()))
@@ -244,14 +257,89 @@ def _success_table(held: dict) -> list[str]:
         if b in base["by_bucket"]:
             lines.append(row(f"bucket {b}", base["by_bucket"][b], trained and trained["by_bucket"].get(b),
                              delta and delta["by_bucket"].get(b)))
-    for t in TASKS:
-        if t in base["by_task"]:
-            lines.append(row(f"task {t}", base["by_task"][t], trained and trained["by_task"].get(t),
-                             delta and delta["by_task"].get(t)))
+    for t, part in base["by_task"].items():
+        lines.append(row(f"task {t}", part, trained and trained["by_task"].get(t), delta and delta["by_task"].get(t)))
     lines.append(row("hard bucket, hotpotqa+strategyqa", base["hard_hq_sq"], trained and trained["hard_hq_sq"],
                      delta and delta["hard_hq_sq"]))
     lines.append(row("needs clarification", base["needs_clar_success"], trained and trained["needs_clar_success"],
                      delta and delta["needs_clar_success"]))
+    return lines
+
+
+def _ended_text(run: dict) -> str:
+    end = run.get("training") or {}
+    if not end.get("exists"):
+        return f"unknown (no training end record{' ' + end['end_file'] if end.get('end_file') else ''})"
+    at = f"step {end.get('step')}/{end.get('max_steps')}"
+    return (f"**stopped early** ({end.get('reason')} at {at}; the RC1 gate needs the operator's audited acceptance)"
+            if end.get("stopped_early") else f"{end.get('reason')} ({at})")
+
+
+def _setup_lines(rep: dict) -> list[str]:
+    """Dtypes, how each run ended, and the held-out n with the smallest effect it can detect."""
+    from rc1.eval.harness import HELDOUT
+
+    dt = rep["dtype"]
+    native = {True: "yes", False: "no", None: "n/a"}[dt.get("cpu_native_bf16")]
+    lines = [f"- Eval dtype: **{dt['eval']}** (eval.dtype `{dt['requested']}`, device {dt['device']}, CPU with native "
+             f"bf16: {native}). Training dtype: **{', '.join(dt.get('train') or ['n/a (base only)'])}** "
+             "(from each run's training end record; `unknown` when the record does not say)."]
+    for run in rep["runs"]:
+        seed = f"seed {run['seed_index']} (seed value {run['seed']}), " if len(rep["runs"]) > 1 else ""
+        lines.append(f"- Training run {seed}`{run['run_dir']}`: ended {_ended_text(run)}; training dtype "
+                     f"{run['training']['train_dtype']}.")
+    mde = rep["results"][HELDOUT]["mde"]
+    o = mde["overall"]
+    if o["mde"] is not None:
+        lines.append(f"- Held-out n = {o['n']}: the smallest success increase over the base rate "
+                     f"({fmt_pct(o['base_rate'])}) a paired test detects is **{100 * o['mde']:.1f} pp** (per task below). "
+                     f"Assumption: {mde['assumption']}.")
+    return lines
+
+
+def _rate_n(part: dict | None) -> str:
+    return f"{fmt_rate_ci(part)} (n={part['n']})" if part else "n/a"
+
+
+def _baseline_table(view: dict) -> list[str]:
+    """Per task: the majority-class baseline, base/trained success (all and non-truncated), the trained model's
+    paired delta to the baseline, truncation, n and the minimum detectable effect."""
+    base, trained, maj = view["base"], view.get("trained"), view["majority"]
+    vs, mde = view.get("vs_majority") or {}, view["mde"]
+    lines = ["| task | n | majority answer | majority baseline | base success | trained success | "
+             "trained - majority [95% CI] | base success, non-truncated | trained success, non-truncated | "
+             "truncated base / trained | MDE (80% power) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def row(label, n, answer, m, b, t, v, bn, tn, tb, tt, e):
+        lines.append(f"| {label} | {n} | {answer} | {fmt_pct(m['rate'])} | {fmt_rate_ci(b)} | "
+                     f"{fmt_rate_ci(t) if t else 'n/a'} | "
+                     f"{(fmt_pp(v['delta_pp']) + ' ' + fmt_pp_ci(v['ci95_pp'])) if v else 'n/a'} | "
+                     f"{_rate_n(bn)} | {_rate_n(tn)} | "
+                     f"{fmt_pct(tb['rate'])} / {fmt_pct(tt['rate']) if tt else 'n/a'} | "
+                     f"{'n/a' if e['mde'] is None else format(100 * e['mde'], '.1f') + ' pp'} |")
+
+    for task, m in maj["by_task"].items():
+        row(task, m["n"], f"`{m['answer']}`", m, base["by_task"][task], trained and trained["by_task"].get(task),
+            (vs.get("by_task") or {}).get(task), base["non_truncated"]["by_task"][task],
+            trained and trained["non_truncated"]["by_task"].get(task), base["non_truncated"]["truncated_by_task"][task],
+            trained and trained["non_truncated"]["truncated_by_task"].get(task), mde["by_task"][task])
+    row("all tasks", base["n"], "per task", maj["overall"], base["success"], trained and trained["success"],
+        vs.get("success"), base["non_truncated"]["success"], trained and trained["non_truncated"]["success"],
+        base["truncated"], trained and trained["truncated"], mde["overall"])
+    return lines
+
+
+def _spread_table(rep: dict) -> list[str]:
+    from rc1.eval.harness import HELDOUT
+
+    sp = rep["spread"][HELDOUT]
+    lines = ["| seed | trained success | delta vs base | delta 95% CI |", "|---|---|---|---|"]
+    for p in sp["per_seed"]:
+        lines.append(f"| {p['seed_index']} ({p['seed']}) | {fmt_pct(p['trained_success'])} | {fmt_pp(p['delta_pp'])} | "
+                     f"{fmt_pp_ci(p['ci95_pp'])} |")
+    d, t = sp["delta_pp"], sp["trained_success"]
+    lines.append(f"| min / mean / max | {fmt_pct(t['min'])} / {fmt_pct(t['mean'])} / {fmt_pct(t['max'])} | "
+                 f"{fmt_pp(d['min'])} / {fmt_pp(d['mean'])} / {fmt_pp(d['max'])} | sd {fmt_num(d['sd'], 2)} pp |")
     return lines
 
 
@@ -292,24 +380,73 @@ def _split_table(held: dict) -> list[str]:
     return lines
 
 
+def status_text(res, c) -> str:
+    """A check's status as the report states it: a not-measurable check says whether it blocked."""
+    from rc1.gates.base import NOT_APPLICABLE, NOT_MEASURABLE
+
+    if c.status == NOT_MEASURABLE:
+        return "NOT MEASURABLE (blocks)" if res.blocks(c) else "not measurable (warning only: this profile lets it through)"
+    if c.status == NOT_APPLICABLE:
+        return "not applicable"
+    return "pass" if c.passed else "FAIL"
+
+
+def _checks_table(res) -> list[str]:
+    lines = ["| check | measured | threshold | result | detail |", "|---|---|---|---|---|"]
+    for c in res.checks:
+        m = f"{c.measured:.4g}" if isinstance(c.measured, float) else str(c.measured)
+        lines.append(f"| {c.name} | {m} | {c.threshold} | {status_text(res, c)} | {c.detail.replace('|', '/')} |")
+    return lines
+
+
+def _warnings_text(res, profile: str) -> list[str]:
+    if not res.warnings:
+        return []
+    return [f"> {len(res.warnings)} check(s) could not be measured and were let through as warnings by the "
+            f"`{profile}` profile (`not_measurable: warn`); they are not passes, and the production profile blocks on "
+            "them: " + "; ".join(c.name for c in res.warnings) + ".", ""]
+
+
 def _gate_section(ws: Workspace, cfg: "TrainConfig") -> list[str]:
     """The RC1 gate's checks on this same eval report (the gate is pure: it only reads files)."""
     from rc1.config.load import load_gates_config
     from rc1.gates.base import GateContext
-    from rc1.gates.rc1_eval import evaluate
+    from rc1.gates.registry import run_area
 
     try:
         gates = load_gates_config(cfg.gates, ws)
     except ConfigError as exc:
         return [f"RC1 gate not evaluated: {exc.message}"]
-    res = evaluate(GateContext(ws=ws, gates=gates, round="rc1_eval", config=cfg))
-    lines = [f"Gates profile `{gates.profile}` (`{cfg.gates}`): **{'PASS' if res.passed else 'FAIL'}**", "",
-             "| check | measured | threshold | result | detail |", "|---|---|---|---|---|"]
-    for c in res.checks:
-        m = f"{c.measured:.4g}" if isinstance(c.measured, float) else str(c.measured)
-        lines.append(f"| {c.name} | {m} | {c.threshold} | {'pass' if c.passed else 'FAIL'} | "
-                     f"{c.detail.replace('|', '/')} |")
+    res = run_area("rc1_eval", GateContext(ws=ws, gates=gates, round="rc1_eval", config=cfg))
+    lines = [f"Gates profile `{gates.profile}` (`{cfg.gates}`, not measurable: {gates.not_measurable}): "
+             f"**{'PASS' if res.passed else 'FAIL'}**. Each threshold is judged on the end of the paired-bootstrap "
+             "95% CI least favourable to the model; the detail gives the point estimate.", ""]
+    lines += _warnings_text(res, gates.profile)
+    lines += _checks_table(res)
+    if res.notes:
+        lines += [""] + [f"- {n}" for n in res.notes]
     return lines
+
+
+def _gates_so_far(ws: Workspace) -> list[str]:
+    """Every gate's last run (reports/gates/*.json): status counts and each check that was not a plain pass/fail."""
+    from rc1.gates.base import FAIL, NOT_APPLICABLE, NOT_MEASURABLE, PASS, GateResult
+    from rc1.machine.service import last_gate_reports
+
+    docs = last_gate_reports(ws)
+    if not docs:
+        return ["No gate has run in this workspace yet (reports/gates/)."]
+    lines = ["| gate | time | result | pass | fail | not measurable | not applicable |", "|---|---|---|---|---|---|---|"]
+    special: list[str] = []
+    for gate, doc in docs.items():
+        results = [GateResult.from_dict(r) for r in doc.get("results", [])]
+        checks = [(r, c) for r in results for c in r.checks]
+        count = {st: sum(c.status == st for _, c in checks) for st in (PASS, FAIL, NOT_MEASURABLE, NOT_APPLICABLE)}
+        lines.append(f"| {gate} | {doc.get('time')} | {'PASS' if doc.get('passed') else 'FAIL'} | {count[PASS]} | "
+                     f"{count[FAIL]} | {count[NOT_MEASURABLE]} | {count[NOT_APPLICABLE]} |")
+        special += [f"- {gate} / {r.gate} / {c.name}: **{status_text(r, c)}** - {c.detail}" for r, c in checks
+                    if c.status in (NOT_MEASURABLE, NOT_APPLICABLE)]
+    return lines + ([""] + special if special else [])
 
 
 def _clarification_table(held: dict) -> list[str]:
@@ -329,7 +466,7 @@ def _scale_section(ws: Workspace) -> list[str]:
     files = sorted(d.glob("*_after.json")) + sorted(d.glob("*_before.json")) if d.exists() else []
     if not files:
         return ["No scale-up stage has run yet (`rc1 scale run --stage scale_1000`)."]
-    lines = ["| report | stage | phase | passed | checks run | first failing check |", "|---|---|---|---|---|---|"]
+    lines = ["| report | stage | phase | passed | checks measured | first failing check |", "|---|---|---|---|---|---|"]
     for p in sorted(files):
         try:
             doc = json.loads(p.read_text())
@@ -338,7 +475,10 @@ def _scale_section(ws: Workspace) -> list[str]:
         checks = doc.get("checks", [])
         failing = next((c for c in checks if c.get("status") == "fail"), None)
         ran = sum(c.get("status") in ("pass", "fail") for c in checks)
-        lines.append(f"| {ws.rel(p)} | {doc.get('stage')} | {doc.get('phase')} | {doc.get('passed')} | {ran}/{len(checks)} | "
+        other = [c.get("status") for c in checks if c.get("status") not in ("pass", "fail")]
+        extra = "".join(f", {other.count(st)} {st}" for st in sorted(set(other)))
+        lines.append(f"| {ws.rel(p)} | {doc.get('stage')} | {doc.get('phase')} | {doc.get('passed')} | "
+                     f"{ran}/{len(checks)}{extra} | "
                      f"{failing['name'] + ': ' + str(failing.get('detail', '')) if failing else '-'} |")
     return lines
 
@@ -359,32 +499,40 @@ def _timings_section(ws: Workspace) -> list[str]:
             *[f"| {k} | {v:.1f} |" for k, v in rows], ""]
 
 
+def _run_title(rep: dict, run: dict | None) -> str:
+    if run is None:
+        return "base model only"
+    ck = run["checkpoint"]
+    seed = f"seed {run['seed_index']} (seed value {run['seed']}): " if len(rep["runs"]) > 1 else ""
+    return f"{seed}checkpoint `{ck['path']}` (step {ck.get('step')})"
+
+
 def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path: str | None = None) -> Path:
     """Write reports/rc1/rc1_report.md (+ plots) from the JSON reports; returns its path."""
     from rc1.config.load import load_train_config
     from rc1.config.schema import TrainConfig
-    from rc1.eval.harness import HELDOUT
+    from rc1.eval.harness import DEV, HELDOUT, run_view
 
     eval_path, rep = load_eval_report(ws)
     if cfg is None:
         config_path = config_path or (rep.get("config") or {}).get("path")
         cfg = load_train_config(config_path, ws) if config_path and ws.path(config_path).exists() else TrainConfig()
     held_name = rep.get("heldout_set", HELDOUT)
-    held = rep["results"][held_name]
+    runs: list[dict | None] = list(rep["runs"]) or [None]
+    multi = len(rep["runs"]) > 1
+    views = [run_view(rep, r, held_name) for r in runs]
     plots_dir = ws.path(PLOTS_DIR)
     plots_dir.mkdir(parents=True, exist_ok=True)
     rows = _read_metrics(ws)
     plots = {}
-    for name, fn, arg in (("training_curves", plot_training_curves, rows), ("bucket_success", plot_bucket_success, held),
+    for name, fn, arg in (("training_curves", plot_training_curves, rows), ("bucket_success", plot_bucket_success, views[0]),
                           ("reward_dims", plot_reward_dims, rows)):
         out = plots_dir / f"{name}.png"
         if fn(arg, out):
             register_artifact(ws, out, "rc1_report_plot")
             plots[name] = out.relative_to(ws.path(REPORT_MD).parent).as_posix()
 
-    ck = rep.get("checkpoint") or {}
-    d = held.get("delta") or {}
-    s = d.get("success") or {}
+    held_set = rep["sets"][held_name]
     lines = [f"# RC1 report", "",
              f"Generated {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime())} from `{ws.rel(eval_path)}` "
              f"(sha256 `{sha256_file(eval_path)[:16]}`), profile **{rep.get('profile')}**. "
@@ -392,26 +540,59 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
     if rep.get("profile") != "production":
         lines += [f"> Profile `{rep.get('profile')}`: counts and steps are scaled down so the pipeline runs on a "
                   "laptop CPU; the checks and their code are the production ones.", ""]
-    lines += ["## Held-out success: trained vs base", "",
-              f"Held-out set `{rep['sets'][held_name]['path']}` (n={rep['sets'][held_name]['n']}, "
-              f"sha256 `{rep['sets'][held_name]['sha256'][:16]}`); base model `{rep['model']['base']}`; "
-              f"checkpoint `{ck.get('path', 'none (base only)')}`" + (f" (step {ck.get('step')})" if ck else "")
-              + f"; greedy decoding, max_new_tokens {rep['generation']['max_new_tokens']}.", ""]
-    if s:
-        lines += [f"**Held-out success: base {fmt_rate_ci(held['base']['success'])} -> trained "
-                  f"{fmt_rate_ci(held['trained']['success'])}, delta {fmt_pp(s['delta_pp'])} "
-                  f"(95% CI {fmt_pp_ci(s['ci95_pp'])}).**", ""]
-    lines += _success_table(held) + [""]
-    if "bucket_success" in plots:
-        lines += [f"![success by bucket and task]({plots['bucket_success']})", ""]
-    lines += ["### By difficulty bucket", ""] + _split_table(held) + [""]
+    lines += ["## Setup", "",
+              f"Held-out set `{held_set['path']}` (n={held_set['n']}"
+              + (f" of {held_set['n_file']}, stratified by task and bucket" if held_set['n'] < held_set['n_file'] else "")
+              + f"; sha256 "
+              f"`{held_set['sha256'][:16]}`): judged here and by the RC1 gate, never used to choose a model. "
+              + (f"Model selection (best/, the training-time dev eval, early stop) uses the dev split "
+                 f"`{rep['sets'][DEV]['path']}` (n={rep['sets'][DEV]['n']})." if rep.get("dev_set") else
+                 "No dev split was evaluated: best/ was not updated.")
+              + f" Base model `{rep['model']['base']}`; greedy decoding, max_new_tokens "
+              f"{rep['generation']['max_new_tokens']}.", ""] + _setup_lines(rep) + [""]
+    lines += ["## Held-out success: trained vs base", ""]
+    if multi:
+        lines += ["### Spread across seeds (one training run per seed)", ""] + _spread_table(rep) + [""]
+    for run, view in zip(runs, views):
+        if multi:
+            lines += [f"### {_run_title(rep, run)}", ""]
+        elif run is not None:
+            lines += [f"Evaluated: {_run_title(rep, run)}.", ""]
+        s = (view.get("delta") or {}).get("success")
+        if s:
+            v = view["vs_majority"]["success"]
+            lines += [f"**Held-out success: base {fmt_rate_ci(view['base']['success'])} -> trained "
+                      f"{fmt_rate_ci(view['trained']['success'])}, delta {fmt_pp(s['delta_pp'])} "
+                      f"(95% CI {fmt_pp_ci(s['ci95_pp'])}); majority-class baseline {fmt_pct(v['base'])}, trained - "
+                      f"baseline {fmt_pp(v['delta_pp'])} (95% CI {fmt_pp_ci(v['ci95_pp'])}).**", ""]
+        lines += _success_table(view) + [""]
+        if run is runs[0] and "bucket_success" in plots:
+            lines += [f"![success by bucket and task]({plots['bucket_success']})", ""]
+        lines += ["#### Baselines, truncation and power, per task", "",
+                  "The majority-class baseline answers every item of a task with that task's most common gold answer "
+                  "(counted by the task's verifier); it is computed on the evaluated items themselves, so it peeks at "
+                  "their labels. Success among non-truncated answers leaves out episodes cut off by max_new_tokens or "
+                  "the turn limit (a truncated episode always fails). MDE: the smallest success increase over the "
+                  "base rate a paired test detects at this n (80% power, alpha 0.05; assumption under Setup).", ""]
+        lines += _baseline_table(view) + [""]
+        lines += ["#### By difficulty bucket", ""] + _split_table(view) + [""]
     lines += ["## RC1 gate (eval -> scale_1000) on this report", ""] + _gate_section(ws, cfg) + [""]
-    lines += ["## Clarification behaviour and turns", ""] + _behaviour_table(held) + [""]
-    lines += ["### Clarification policy precision / recall", ""] + _clarification_table(held) + [""]
-    for other, res in rep["results"].items():
-        if other == held_name:
-            continue
-        lines += [f"## Secondary set: {other} (`{rep['sets'][other]['path']}`)", ""] + _success_table(res) + [""]
+    lines += ["## Gate checks on the way here (reports/gates)", ""] + _gates_so_far(ws) + [""]
+    for run, view in zip(runs, views):
+        lines += [f"## Clarification behaviour and turns{' - ' + _run_title(rep, run) if multi else ''}", ""]
+        lines += _behaviour_table(view) + [""]
+        lines += ["### Clarification policy precision / recall", ""] + _clarification_table(view) + [""]
+    if rep.get("dev_set"):
+        lines += [f"## Dev split (model selection): `{rep['sets'][DEV]['path']}`", ""]
+        for run in runs:
+            dv = run_view(rep, run, DEV)
+            if multi:
+                lines += [f"### {_run_title(rep, run)}", ""]
+            lines += _success_table(dv) + [""]
+    for run in rep["runs"]:
+        best = run.get("best") or {}
+        lines += [f"best/ of `{run['run_dir']}` (dev {best.get('metric')}): "
+                  + (f"updated to `{best['path']}`" if best.get("updated") else f"unchanged ({best.get('reason')})"), ""]
     lines += ["## Training", ""]
     if rows:
         last = rows[-1]
@@ -423,16 +604,16 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
         lines += [f"![training curves]({plots['training_curves']})", ""]
     if "reward_dims" in plots:
         lines += [f"![reward dimensions]({plots['reward_dims']})", ""]
-    best = rep.get("best") or {}
-    if best:
-        lines += [f"best/ ({best.get('metric')}): " + (f"updated to `{best['path']}`" if best.get("updated")
-                                                     else f"unchanged ({best.get('reason')})"), ""]
     thr = rep.get("throughput") or {}
-    lines += ["## Eval throughput", "", "| model | episodes | seconds | episodes/s | cached |", "|---|---|---|---|---|"]
-    for who, t in thr.items():
-        if t:
-            lines.append(f"| {who} | {t['episodes']} | {fmt_num(t.get('seconds'), 1)} | {fmt_num(t.get('episodes_per_s'), 2)} | "
-                         f"{'yes' if t.get('cached') else 'no'} |")
+    lines += ["## Eval throughput", "", f"Eval dtype {rep['dtype']['eval']} on {rep['dtype']['device']}.", "",
+              "| model | episodes | seconds | episodes/s | cached |", "|---|---|---|---|---|"]
+    b = thr.get("base") or {}
+    gen = b.get("generated")
+    lines.append(f"| base | {b.get('episodes')} | {fmt_num(gen['seconds'], 1) if gen else '-'} | "
+                 f"{fmt_num(gen['episodes_per_s'], 2) if gen else '-'} | {', '.join(b.get('cached_sets') or []) or 'no'} |")
+    for run, t in zip(rep["runs"], thr.get("runs") or []):
+        lines.append(f"| `{run['checkpoint']['path']}` | {t['episodes']} | {fmt_num(t.get('seconds'), 1)} | "
+                     f"{fmt_num(t.get('episodes_per_s'), 2)} | no |")
     lines += ["", "## Scale-up stages", ""] + _scale_section(ws) + [""]
     lines += _timings_section(ws)
     lines += ["## Reproducibility manifest", "", "| what | path | sha256 |", "|---|---|---|"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rc1.data.applicability import v1_required
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.fingerprint import Evidence, sha256_file, verify_artifact
 
@@ -88,7 +89,7 @@ def evaluate(ctx: GateContext) -> GateResult:
     for key in ("pool", "shadow", "v1"):
         if present[key]:
             result.evidence.append(Evidence.of(ws, paths[key]))
-        else:
+        elif key != "v1" or v1_required(ctx.config):  # else the report says whether the KL check applies
             result.checks.append(missing_check(key, paths[key], MAKERS[key]))
     if not present["pool"]:
         return result

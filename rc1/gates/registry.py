@@ -23,6 +23,7 @@ AREAS: dict[str, str] = {
     "overclar_penalty": "rc1.gates.overclar_penalty",
     "scorer": "rc1.gates.scorer",
     "shadow_run": "rc1.gates.shadow_run",
+    "learning_signal": "rc1.gates.learning_signal",
     "training_start": "rc1.gates.training_start",
     "training_done": "rc1.gates.training_done",
     "rc1_eval": "rc1.gates.rc1_eval",
@@ -33,7 +34,7 @@ AREAS: dict[str, str] = {
 GATES: dict[str, tuple[str, ...]] = {
     "round1": ("run_config", "resources", "pool", "difficulty", "reward_weights", "overclar_penalty", "scorer"),
     "round2": ("run_config", "resources", "pool", "difficulty", "reward_weights", "overclar_penalty", "scorer",
-               "shadow_run"),
+               "shadow_run", "learning_signal"),
     "training_start": ("training_start",),
     "training_done": ("training_done",),
     "rc1_eval": ("rc1_eval",),

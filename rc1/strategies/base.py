@@ -1,36 +1,41 @@
 """The Strategy protocol (SPEC §6) and the registry mapping `strategy.name` to a class (lazy imports).
 
-A strategy turns a batch of prompts into something the engine can take a gradient step on:
-`on_batch(batch)` rolls out episodes through its engine, scores them with the rc1 RewardModel,
-computes advantages / pairs / targets, and leaves `batch["tensors"]` and `batch["loss_fn"]` for
-`engine.train_step(batch)`. It returns the rollout metrics (reward, reward/<dim>, completion_len...).
+A strategy turns a batch of prompts into a StepPlan (rc1.engines.contract) in two calls:
+`rollout(batch)` rolls out episodes through the policy and scores them with the rc1 RewardModel
+(a ScoredRollout; None for SFT, which learns from gold answers), and `plan(batch, rollout)` computes
+advantages / pairs / targets and returns the collated tensors with the loss function and the rollout
+metrics. Between the two the recipe may replace groups without a learning signal (dynamic
+sampling). The recipe runs the plan; the strategy calls nothing on the engine beyond `Policy`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from rc1.engines.base import Engine, _load
+from rc1.config import registry
+from rc1.engines.contract import Batch, Policy, StepPlan
 from rc1.runtime.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rc1.strategies.common import ScoredRollout
 
 
 @runtime_checkable
 class Strategy(Protocol):
-    def attach_engine(self, engine: Engine) -> None: ...
+    name: str
 
-    def on_batch(self, batch: dict[str, Any]) -> dict[str, float]: ...
+    def attach(self, policy: Policy) -> None: ...
 
+    def rollout(self, batch: Batch) -> "ScoredRollout | None": ...
 
-STRATEGIES: dict[str, str] = {
-    "grpo": "rc1.strategies.grpo:GRPOStrategy",
-    "rloo": "rc1.strategies.rloo:RLOOStrategy",
-    "ppo": "rc1.strategies.ppo:PPOStrategy",
-    "dpo": "rc1.strategies.dpo:DPOStrategy",
-    "sft": "rc1.strategies.sft:SFTStrategy",
-}
+    def plan(self, batch: Batch, rollout: "ScoredRollout | None") -> StepPlan: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 def strategy_class(name: str):
-    if name not in STRATEGIES:
-        raise ConfigError(f"strategy.name: unknown strategy {name!r}; known: {sorted(STRATEGIES)}")
-    return _load(STRATEGIES[name])
+    if name not in registry.STRATEGIES:
+        raise ConfigError(f"strategy.name: unknown strategy {name!r}; known: {sorted(registry.STRATEGIES)}")
+    return registry.load(registry.STRATEGIES[name])

@@ -1,4 +1,11 @@
-"""What every RL strategy shares: roll out, score with the RewardModel, collate, rollout metrics."""
+"""What every RL strategy shares: roll out, score with the RewardModel, collate, rollout statistics.
+
+`rollout_stats` is THE rollout-statistics function of rc1: the training metrics of every step, the
+learning-signal check before training and the step-0 guard all read it. A group is the
+`group_size` consecutive episodes of one prompt; a group whose successes are all equal gives no
+correctness signal (every answer right, or every one wrong); a group whose rewards are all equal
+gives no signal at all (its GRPO advantages are 0).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rc1.config.schema import REWARD_DIMENSIONS
+from rc1.engines.contract import Batch, Policy
+
+ZERO_VAR_TOL = 1e-9
 
 
 @dataclass
@@ -16,6 +26,8 @@ class ScoredRollout:
     successes: list[bool]
     dims: list[dict[str, float]]
     group_size: int
+    advantage_scales: list[float] = field(default_factory=list)   # the difficulty bonus per episode
+    shaping: list[float] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
 
     def group_success(self) -> dict[str, float]:
@@ -26,38 +38,74 @@ class ScoredRollout:
         return {k: sum(v) / len(v) for k, v in out.items()}
 
 
-def rollout_and_score(engine, reward_model, batch: dict, group_size: int) -> ScoredRollout:
-    prompts = batch["items"]
-    episodes = engine.rollout(prompts, group_size, seed=int(batch["seed"]))
-    items = [it for it in prompts for _ in range(group_size)]
+def score_rollout(items: list[dict], episodes: list, reward_model, group_size: int) -> ScoredRollout:
     if len(episodes) != len(items):
         raise RuntimeError(f"rollout returned {len(episodes)} episodes for {len(items)} (prompt, generation) pairs")
     scores = [reward_model.score(it, ep) for it, ep in zip(items, episodes)]
-    rewards = [float(s.total) for s in scores]
-    ro = ScoredRollout(items, episodes, rewards, [bool(s.success) for s in scores], [dict(s.dims) for s in scores],
-                       group_size)
+    ro = ScoredRollout(items, episodes, [float(s.total) for s in scores], [bool(s.success) for s in scores],
+                       [dict(s.dims) for s in scores], group_size,
+                       advantage_scales=[float(s.advantage_scale) for s in scores],
+                       shaping=[float(s.shaping) for s in scores])
     ro.stats = rollout_stats(ro)
     return ro
+
+
+def rollout_and_score(policy: Policy, reward_model, batch: Batch, group_size: int) -> ScoredRollout:
+    prompts = list(batch.items)
+    episodes = policy.rollout(prompts, group_size, seed=int(batch.seed))
+    items = [it for it in prompts for _ in range(group_size)]
+    return score_rollout(items, episodes, reward_model, group_size)
+
+
+def no_signal_groups(ro: ScoredRollout) -> list[int]:
+    """Indices of the groups whose successes are all equal (every answer right, or every one wrong)."""
+    g = ro.group_size
+    return [i for i, grp in enumerate(_groups(ro.successes, g)) if len(set(grp)) == 1]
+
+
+def merge_groups(ro: ScoredRollout, index: int, fresh: ScoredRollout) -> ScoredRollout:
+    """`ro` with its group `index` replaced by `fresh`'s (one) group; statistics recomputed."""
+    g = ro.group_size
+    lo, hi = index * g, (index + 1) * g
+
+    def sub(a, b):
+        return a[:lo] + b[:g] + a[hi:]
+    out = ScoredRollout(sub(ro.items, fresh.items), sub(ro.episodes, fresh.episodes), sub(ro.rewards, fresh.rewards),
+                        sub(ro.successes, fresh.successes), sub(ro.dims, fresh.dims), g,
+                        advantage_scales=sub(ro.advantage_scales, fresh.advantage_scales),
+                        shaping=sub(ro.shaping, fresh.shaping))
+    out.stats = rollout_stats(out)
+    return out
+
+
+def _groups(xs: list, g: int) -> list[list]:
+    return [xs[i:i + g] for i in range(0, len(xs), g)]
 
 
 def rollout_stats(ro: ScoredRollout) -> dict[str, float]:
     n = max(1, len(ro.rewards))
     g = ro.group_size
-    groups = [ro.rewards[i:i + g] for i in range(0, len(ro.rewards), g)]
-    zero_var = sum(1 for grp in groups if max(grp) - min(grp) < 1e-9) / max(1, len(groups))
+    reward_groups = _groups(ro.rewards, g)
+    success_groups = _groups([float(s) for s in ro.successes], g)
+    zero_var = sum(1 for grp in reward_groups if max(grp) - min(grp) < ZERO_VAR_TOL) / max(1, len(reward_groups))
+    no_signal = sum(1 for grp in success_groups if max(grp) == min(grp)) / max(1, len(success_groups))
     comp_lens = [sum(ep.action_mask) for ep in ro.episodes]
     out = {
         "reward": sum(ro.rewards) / n,
         "reward_std": _std(ro.rewards),
         "success": sum(ro.successes) / n,
+        "pass_at_k": sum(1 for grp in success_groups if max(grp) > 0) / max(1, len(success_groups)),
         "completion_len": sum(comp_lens) / n,
         "truncated": sum(bool(ep.truncated) for ep in ro.episodes) / n,
         "turns": sum(int(ep.turns) for ep in ro.episodes) / n,
         "tool_hops": sum(int(ep.tool_hops) for ep in ro.episodes) / n,
         "clarifications": sum(int(ep.clarifications) for ep in ro.episodes) / n,
         "zero_var_groups": zero_var,
+        "no_success_signal_groups": no_signal,
         "completion_tokens": float(sum(comp_lens)),
     }
+    if ro.shaping:
+        out["reward/shaping"] = sum(ro.shaping) / n
     for d in REWARD_DIMENSIONS:
         out[f"reward/{d}"] = sum(x[d] for x in ro.dims) / n
     return out
@@ -70,34 +118,60 @@ def _std(xs: list[float]) -> float:
     return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
 
 
-def collate(engine, episodes: list[Any]) -> dict:
-    """Right-padded input_ids / attention_mask / action_mask tensors on the engine's device."""
+def sampler_metrics(sample_logp, old_logp, mask, is_weight=None) -> dict[str, float]:
+    """How far the sampler's numerics are from the trainer's (none when the rows carry no sampler log-probs):
+    `sampler_mismatch_kl`, k3 KL(pi_sampler || pi_old) in nats/token (tokens were drawn by the sampler), and,
+    when the truncated importance-sampling correction is on, its weights' mean and the share it capped."""
+    from rc1.strategies.rl_math import k3_kl, masked_mean
+
+    if sample_logp is None:
+        return {}
+    out = {"sampler_mismatch_kl": float(masked_mean(k3_kl(sample_logp, old_logp), mask))}
+    if is_weight is not None:
+        raw = (old_logp - sample_logp).exp()
+        out["sampler/is_weight_mean"] = float(masked_mean(is_weight, mask))
+        out["sampler/is_capped_frac"] = float(masked_mean((raw > is_weight).float(), mask))
+    return out
+
+
+def sampling_kwargs(cfg) -> dict:
+    """The sampling distribution's settings, which `Policy.forward` must score sampled tokens under."""
+    return {"temperature": cfg.model.temperature, "top_p": cfg.model.top_p}
+
+
+def collate(policy: Policy, episodes: list[Any]) -> dict:
+    """Right-padded input_ids / attention_mask / action_mask tensors on the policy's device, one row per
+    training sample: an episode's samples (`Episode.training_samples()`: its split turns, else the whole
+    episode; objects without that method are one sample). `episode` maps each row to its episode's index
+    in `episodes` (rows of an episode consecutive, in turn order). With `sample_logp` (the log-probs the
+    sampler gave each generated token) when every sample has them."""
     import torch
 
-    pad = engine.tokenizer.pad_token_id
+    samples, owner = [], []
+    for e, ep in enumerate(episodes):
+        rows = ep.training_samples() if hasattr(ep, "training_samples") else [ep]
+        samples += rows
+        owner += [e] * len(rows)
+    pad = policy.tokenizer.pad_token_id
     if pad is None:
-        pad = engine.tokenizer.eos_token_id
-    T = max(len(ep.input_ids) for ep in episodes)
-    B = len(episodes)
+        pad = policy.tokenizer.eos_token_id
+    T = max(len(s.input_ids) for s in samples)
+    B = len(samples)
     ids = torch.full((B, T), int(pad), dtype=torch.long)
     attn = torch.zeros((B, T), dtype=torch.long)
     act = torch.zeros((B, T), dtype=torch.float32)
-    for i, ep in enumerate(episodes):
-        n = len(ep.input_ids)
-        ids[i, :n] = torch.tensor(ep.input_ids, dtype=torch.long)
+    with_lp = all(len(getattr(s, "logprobs", None) or []) == sum(s.action_mask) for s in samples)
+    slp = torch.zeros((B, T), dtype=torch.float32)
+    for i, s in enumerate(samples):
+        n = len(s.input_ids)
+        ids[i, :n] = torch.tensor(s.input_ids, dtype=torch.long)
         attn[i, :n] = 1
-        act[i, :n] = torch.tensor(ep.action_mask, dtype=torch.float32)
-    # log-probs are over input_ids[:, 1:], so the action mask is shifted the same way
-    return engine.to_device({"input_ids": ids, "attention_mask": attn, "action_mask": act[:, 1:]})
-
-
-def masked_mean(x, mask):
-    return (x * mask).sum() / mask.sum().clamp(min=1.0)
-
-
-def k3_kl(logp, ref_logp):
-    """Per-token KL(pi || ref) estimator exp(r - l) - (r - l) - 1 (non-negative, unbiased)."""
-    import torch
-
-    d = ref_logp - logp
-    return torch.exp(d) - d - 1.0
+        act[i, :n] = torch.tensor(s.action_mask, dtype=torch.float32)
+        if with_lp and s.logprobs:
+            slp[i, :n][act[i, :n] > 0] = torch.tensor(s.logprobs, dtype=torch.float32)
+    # log-probs are over input_ids[:, 1:], so the per-token tensors are shifted the same way
+    out = {"input_ids": ids, "attention_mask": attn, "action_mask": act[:, 1:],
+           "episode": torch.tensor(owner, dtype=torch.long)}
+    if with_lp:
+        out["sample_logp"] = slp[:, 1:]
+    return policy.to_device(out)

@@ -5,13 +5,19 @@ episode is `chosen`, the lowest `rejected` (a group whose rewards are all equal 
 
     loss = -log sigmoid(beta * ((log pi(c) - log ref(c)) - (log pi(r) - log ref(r))))
 
-with sequence log-probabilities summed over action tokens and beta = strategy.dpo_beta. A batch
-without any pair contributes no gradient (its micro-step still counts toward accumulation).
+with sequence log-probs summed over action tokens (over all of an episode's rows when it was split into
+turns) and beta = strategy.dpo_beta. Log-probs, the reference's too, are scored under the sampling
+distribution (model.temperature, model.top_p), as online DPO does (TRL's OnlineDPOTrainer divides by
+the temperature). A batch without any pair contributes no gradient (its micro-step still counts toward
+accumulation). The logged `kl` is the per-token k3 KL(pi || ref) over the pairs' action tokens, as for
+every strategy; `sampler_mismatch_kl` as for GRPO (DPO's loss has no per-token term to reweight).
 """
 
 from __future__ import annotations
 
-from rc1.strategies.common import collate, masked_mean, rollout_and_score
+from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
+from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
+from rc1.strategies.rl_math import dpo_loss, k3_kl, masked_mean
 
 PAIR_MIN_GAP = 1e-6
 
@@ -24,11 +30,11 @@ class DPOStrategy:
         self.reward_model = reward_model
         self.group_size = cfg.strategy.num_generations
         self.beta = cfg.strategy.dpo_beta
-        self.engine = None
+        self.policy: Policy | None = None
 
-    def attach_engine(self, engine) -> None:
-        self.engine = engine
-        engine.needs_reference()
+    def attach(self, policy: Policy) -> None:
+        self.policy = policy
+        policy.use_reference()
 
     def pairs(self, rewards: list[float]) -> list[tuple[int, int]]:
         g = self.group_size
@@ -41,45 +47,42 @@ class DPOStrategy:
                 out.append((start + hi, start + lo))
         return out
 
-    def on_batch(self, batch: dict) -> dict[str, float]:
+    def rollout(self, batch: Batch) -> ScoredRollout:
+        return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
+
+    def plan(self, batch: Batch, ro: ScoredRollout) -> StepPlan:
         import torch
 
-        ro = rollout_and_score(self.engine, self.reward_model, batch, self.group_size)
         pairs = self.pairs(ro.rewards)
-        batch["rollout"] = ro
-        batch["loss_fn"] = self.loss
         metrics = {**ro.stats, "dpo/pairs": len(pairs)}
         if not pairs:
-            batch["tensors"] = {}
-            return metrics
+            return StepPlan(tensors={}, loss_fn=self.loss, rollout=ro, metrics=metrics)
         order = [c for c, _ in pairs] + [r for _, r in pairs]
-        t = collate(self.engine, [ro.episodes[i] for i in order])
+        t = collate(self.policy, [ro.episodes[i] for i in order])
         with torch.no_grad():
-            t["ref_logp"] = self.engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"],
-                                                reference=True)["logp"]
+            t["ref_logp"] = self.policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"],
+                                                reference=True, **sampling_kwargs(self.cfg)).logp
         t["n_pairs"] = len(pairs)
-        batch["tensors"] = t
-        return metrics
+        return StepPlan(tensors=t, loss_fn=self.loss, rollout=ro, metrics=metrics)
 
-    def loss(self, engine, t: dict):
+    def loss(self, policy: Policy, t: dict) -> LossOutput:
         import torch
-        import torch.nn.functional as F
 
         if not t:
-            return None, {"kl": 0.0, "ratio": 1.0, "clip_frac": 0.0, "entropy": None}
-        out = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
-        logp, mask, n = out["logp"], t["action_mask"], t["n_pairs"]
-        delta = (logp - t["ref_logp"]) * mask          # per-token log pi - log ref
-        seq = delta.sum(1)
-        margin = seq[:n] - seq[n:]
-        loss = -F.logsigmoid(self.beta * margin).mean()
-        with torch.no_grad():
-            metrics = {"kl": float(masked_mean(delta.detach(), mask)),
-                       "ratio": float(masked_mean(torch.exp(delta.detach()), mask)),
+            return LossOutput(None, {"kl": None, "ratio": None, "clip_frac": 0.0, "entropy": None})
+        out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True,
+                             **sampling_kwargs(self.cfg))
+        logp, mask, n = out.logp, t["action_mask"], t["n_pairs"]
+        loss, margin, delta = dpo_loss(logp, t["ref_logp"], mask, n, self.beta, episode=t["episode"])
+        with torch.no_grad():  # episodes 0..n-1 chosen, n..2n-1 rejected
+            delta = delta.detach()
+            metrics = {"kl": float(masked_mean(k3_kl(logp.detach(), t["ref_logp"]), mask)),
+                       "ratio": float(masked_mean(torch.exp(delta), mask)),
                        "clip_frac": 0.0,  # DPO has no clipping
-                       "entropy": float(masked_mean(out["entropy"], mask)),
+                       "entropy": float(masked_mean(out.entropy, mask)),
                        "dpo/margin": float(margin.mean()), "dpo/accuracy": float((margin > 0).float().mean())}
-        return loss, metrics
+            metrics.update(sampler_metrics(t.get("sample_logp"), logp.detach(), mask))
+        return LossOutput(loss, metrics)
 
     def state_dict(self) -> dict:
         return {}

@@ -1,19 +1,31 @@
 """GRPO: group-relative advantages over `num_generations` completions of each prompt.
 
-    A_i    = (r_i - mean(group)) / (std(group) + eps)
-    loss   = token-mean over action tokens of  max(-A r_t, -A clip(r_t, 1-c, 1+c)) + beta * KL_t
+    A_i    = scale_i * (r_i - mean(group)) / std          std: strategy.scale_rewards (group | batch | none)
+    loss   = aggregate over action tokens of  max(-A r_t, -A clip(r_t, 1-c, 1+c)) + beta * KL_t
     r_t    = pi(a_t) / pi_old(a_t),   KL_t = k3 estimator toward the reference policy
 
-pi_old is the policy that generated the rollouts (one update per batch, as in TRL's default), so
-its log-probs are the detached current ones. The reference is the base model (LoRA adapters
-disabled; a frozen copy with full fine-tuning). beta = strategy.kl_coef.
+scale_i is the item's difficulty factor (RewardBreakdown.advantage_scale). The aggregation is
+strategy.loss_type (token | sequence | dr_grpo, see rc1.strategies.rl_math). pi_old is the policy
+that generated the rollouts (one update per batch, as in TRL's default), so its log-probs are the
+detached current ones. The reference is the base model (LoRA adapters disabled; a frozen copy with
+full fine-tuning); it is used when beta > 0, or when `target_kl` is set (to measure the KL).
+beta = strategy.kl_coef, adapted toward target_kl by rc1.training.kl when kl_control is adaptive.
+
+Log-probs are scored under the sampling distribution (model.temperature, model.top_p), as the sampler
+drew the tokens. When the sampler's numerics differ from the trainer's (`Policy.sampler_differs`: a
+bf16 sampling copy) each token's policy-gradient term is weighted by min(pi_old / pi_sampler, C),
+C = strategy.importance_sampling_cap (None: off); `sampler_mismatch_kl` is logged whenever the
+episodes carry the sampler's log-probs (rc1.strategies.rl_math).
+
+A split multi-turn episode (rc1.envs.env) is several rows, one per model turn; each row gets its
+episode's advantage.
 """
 
 from __future__ import annotations
 
-from rc1.strategies.common import collate, k3_kl, masked_mean, rollout_and_score
-
-ADV_EPS = 1e-4
+from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
+from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
+from rc1.strategies.rl_math import grpo_advantages, grpo_token_loss, masked_mean, truncated_is_weight
 
 
 class GRPOStrategy:
@@ -25,55 +37,70 @@ class GRPOStrategy:
         self.group_size = cfg.strategy.num_generations
         self.beta = cfg.strategy.kl_coef
         self.clip = cfg.engine.clip_coef
-        self.engine = None
+        self.measure_kl = self.beta > 0 or cfg.effective_target_kl is not None
+        self.policy: Policy | None = None
+        self.is_cap: float | None = None
 
-    def attach_engine(self, engine) -> None:
-        self.engine = engine
-        if self.beta > 0:
-            engine.needs_reference()
+    def attach(self, policy: Policy) -> None:
+        self.policy = policy
+        if self.measure_kl:
+            policy.use_reference()
+        self.is_cap = self.cfg.strategy.importance_sampling_cap if policy.sampler_differs else None
 
     def advantages(self, rewards):
-        g = rewards.view(-1, self.group_size)
-        return ((g - g.mean(1, keepdim=True)) / (g.std(1, keepdim=True) + ADV_EPS)).view(-1)
+        return grpo_advantages(rewards, self.group_size, self.cfg.strategy.scale_rewards)
 
-    def on_batch(self, batch: dict) -> dict[str, float]:
+    def forward_kwargs(self) -> dict:
+        return sampling_kwargs(self.cfg)
+
+    def rollout(self, batch: Batch) -> ScoredRollout:
+        return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
+
+    def plan(self, batch: Batch, ro: ScoredRollout) -> StepPlan:
         import torch
 
-        ro = rollout_and_score(self.engine, self.reward_model, batch, self.group_size)
-        tensors = collate(self.engine, ro.episodes)
-        tensors["advantages"] = self.engine.to_device(self.advantages(torch.tensor(ro.rewards, dtype=torch.float32)))
-        if self.beta > 0:
+        tensors = collate(self.policy, ro.episodes)
+        adv = self.advantages(torch.tensor(ro.rewards, dtype=torch.float32))
+        adv = adv * torch.tensor(ro.advantage_scales, dtype=torch.float32)
+        tensors["advantages"] = self.policy.to_device(adv)[tensors["episode"]]  # one per row
+        if self.measure_kl:
             with torch.no_grad():
-                tensors["ref_logp"] = self.engine.forward(tensors["input_ids"], tensors["attention_mask"],
-                                                          positions=tensors["action_mask"], reference=True)["logp"]
-        batch["tensors"] = tensors
-        batch["loss_fn"] = self.loss
-        batch["rollout"] = ro
-        return dict(ro.stats)
+                tensors["ref_logp"] = self.policy.forward(tensors["input_ids"], tensors["attention_mask"],
+                                                          positions=tensors["action_mask"], reference=True,
+                                                          **self.forward_kwargs()).logp
+        return StepPlan(tensors=tensors, loss_fn=self.loss, rollout=ro, metrics=dict(ro.stats))
 
-    def loss(self, engine, t: dict):
+    def loss(self, policy: Policy, t: dict) -> LossOutput:
         import torch
 
-        out = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
-        logp, mask = out["logp"], t["action_mask"]
+        out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True,
+                             **self.forward_kwargs())
+        logp, mask = out.logp, t["action_mask"]
         old = t.get("old_logp")
         if old is None:
             old = t["old_logp"] = logp.detach()
-        ratio = torch.exp(logp - old)
-        adv = t["advantages"].unsqueeze(1)
-        pg = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - self.clip, 1 + self.clip))
-        kl = k3_kl(logp, t["ref_logp"]) if "ref_logp" in t else torch.zeros_like(logp)
-        loss = masked_mean(pg + self.beta * kl, mask)
+        is_weight = None
+        if "sample_logp" in t and self.is_cap is not None:
+            is_weight = truncated_is_weight(old, t["sample_logp"], self.is_cap)
+        loss, pg, kl, ratio = grpo_token_loss(logp, old, t["advantages"], mask, self.clip, self.beta, t.get("ref_logp"),
+                                              self.cfg.strategy.loss_type, self.cfg.model.max_new_tokens,
+                                              is_weight=is_weight, episode=t["episode"])
         with torch.no_grad():
             clipped = ((ratio < 1 - self.clip) | (ratio > 1 + self.clip)).float()
-            metrics = {"kl": float(masked_mean(kl, mask)), "ratio": float(masked_mean(ratio, mask)),
+            metrics = {"kl": None if kl is None else float(masked_mean(kl, mask)),
+                       "kl_coef": self.beta, "ratio": float(masked_mean(ratio, mask)),
                        "clip_frac": float(masked_mean(clipped, mask)),
-                       "entropy": float(masked_mean(out["entropy"], mask)),
+                       "entropy": float(masked_mean(out.entropy, mask)),
                        "pg_loss": float(masked_mean(pg, mask))}
-        return loss, metrics
+            metrics.update(sampler_metrics(t.get("sample_logp"), old, mask, is_weight))
+        return LossOutput(loss, metrics)
+
+    def set_kl_coef(self, value: float) -> None:
+        self.beta = float(value)
 
     def state_dict(self) -> dict:
-        return {}
+        return {"kl_coef": self.beta}
 
     def load_state_dict(self, state: dict) -> None:
-        pass
+        if "kl_coef" in state:
+            self.beta = float(state["kl_coef"])

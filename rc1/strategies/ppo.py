@@ -4,33 +4,32 @@
 - Rewards per action token: -kl_coef * (log pi_old - log pi_ref), plus the episode's rc1 reward on
   its last action token.
 - GAE (gamma, gae_lambda) over each episode's action tokens in order (tool / user tokens between
-  turns are the environment's and are skipped), advantages whitened over the batch.
-- Loss: clipped policy loss + vf_coef * clipped value loss - entropy_coef * entropy.
-- Adaptive KL coefficient (Ziegler et al. 2019): after each batch
-      kl_coef *= 1 + clip(KL / target - 1, -0.2, 0.2) * n / KL_HORIZON
-  toward `cfg.effective_target_kl` (fixed when no target is configured). It is strategy state and
-  is checkpointed.
+  turns are the environment's and are skipped), advantages whitened over the batch, then scaled by
+  each item's difficulty factor.
+- Loss: clipped policy loss + vf_coef * clipped value loss - entropy_coef * entropy, for
+  strategy.ppo_epochs passes over the rollouts (the recipe runs the passes: StepPlan.epochs).
+- Old log-probs and values are computed with the same deterministic forward as the loss (the engine
+  turns dropout off for RL), so the ratio is exactly 1 at the start of the first epoch.
+- KL: `kl` is the per-token k3 KL(pi || ref), mean over action tokens, in nats (the quantity every
+  strategy logs and `target_kl` is compared with). The coefficient kl_coef of the reward penalty is
+  adapted toward target_kl by the recipe (rc1.training.monitor.KLControl), as for every strategy.
+  `policy_kl` is k3 KL(pi_old || pi): how far the epochs moved the policy from the one that sampled.
+- Sampling: log-probs are scored under the sampling distribution (model.temperature, model.top_p). When
+  the sampler's numerics differ from the trainer's (`Policy.sampler_differs`: a bf16 sampling copy) the
+  policy-gradient term of each token is weighted by min(pi_old / pi_sampler, importance_sampling_cap);
+  `sampler_mismatch_kl` is logged whenever the episodes carry the sampler's log-probs.
+- A split multi-turn episode (rc1.envs.env) is one row per model turn; GAE runs across its rows in order
+  and its reward sits on the last action token of its last row.
 """
 
 from __future__ import annotations
 
-from rc1.strategies.common import collate, masked_mean, rollout_and_score
+from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
+from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
+from rc1.strategies.rl_math import (gae, k3_kl, masked_mean, ppo_losses, truncated_is_weight,
+                                   whiten)
 
-KL_HORIZON = 10000
-KL_CLIP = 0.2
-
-
-class AdaptiveKLController:
-    def __init__(self, init_kl_coef: float, target: float | None, horizon: int = KL_HORIZON):
-        self.value = init_kl_coef
-        self.target = target
-        self.horizon = horizon
-
-    def update(self, current_kl: float, n_steps: int) -> None:
-        if self.target is None:
-            return
-        err = min(max(current_kl / self.target - 1.0, -KL_CLIP), KL_CLIP)
-        self.value *= 1.0 + err * n_steps / self.horizon
+VALUE_HEAD = "value_head"
 
 
 class PPOStrategy:
@@ -42,102 +41,90 @@ class PPOStrategy:
         self.reward_model = reward_model
         self.group_size = s.num_generations
         self.clip = cfg.engine.clip_coef
-        self.kl_ctl = AdaptiveKLController(s.kl_coef, cfg.effective_target_kl)
-        self.engine = None
+        self.kl_coef = s.kl_coef
+        self.policy: Policy | None = None
+        self.value_head = None
+        self.is_cap: float | None = None
 
-    def attach_engine(self, engine) -> None:
+    def attach(self, policy: Policy) -> None:
         import torch
 
-        self.engine = engine
-        engine.needs_reference()
-        hidden = engine.model.config.get_text_config().hidden_size
+        self.policy = policy
+        policy.use_reference()
+        self.is_cap = self.cfg.strategy.importance_sampling_cap if policy.sampler_differs else None
+        hidden = policy.hidden_size
         head = torch.nn.Linear(hidden, 1)
         torch.nn.init.normal_(head.weight, std=1.0 / (hidden + 1) ** 0.5)
         torch.nn.init.zeros_(head.bias)
-        engine.register_module("value_head", head)
+        self.value_head = policy.add_module(VALUE_HEAD, head)
 
     def values(self, hidden):
-        return self.engine.extra_modules["value_head"](hidden).squeeze(-1)
+        return self.value_head(hidden).squeeze(-1)
 
-    def on_batch(self, batch: dict) -> dict[str, float]:
+    def rollout(self, batch: Batch) -> ScoredRollout:
+        return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
+
+    def plan(self, batch: Batch, ro: ScoredRollout) -> StepPlan:
         import torch
 
         s = self.cfg.strategy
-        ro = rollout_and_score(self.engine, self.reward_model, batch, self.group_size)
-        t = collate(self.engine, ro.episodes)
-        mask = t["action_mask"]
+        kw = sampling_kwargs(self.cfg)
+        t = collate(self.policy, ro.episodes)
+        mask, episode = t["action_mask"], t["episode"]
         with torch.no_grad():
-            cur = self.engine.forward(t["input_ids"], t["attention_mask"], positions=mask, hidden=True)
-            ref = self.engine.forward(t["input_ids"], t["attention_mask"], positions=mask, reference=True)["logp"]
-            old_logp, old_values = cur["logp"], self.values(cur["hidden"])
+            cur = self.policy.forward(t["input_ids"], t["attention_mask"], positions=mask, hidden=True, **kw)
+            ref = self.policy.forward(t["input_ids"], t["attention_mask"], positions=mask, reference=True, **kw).logp
+            old_logp, old_values = cur.logp, self.values(cur.hidden)
             kl_tok = (old_logp - ref) * mask
-            token_rewards = -self.kl_ctl.value * kl_tok
+            token_rewards = -self.kl_coef * kl_tok
             last = (mask * torch.arange(mask.shape[1], device=mask.device)).argmax(1)
-            scores = self.engine.to_device(torch.tensor(ro.rewards, dtype=torch.float32))
-            has_action = mask.sum(1) > 0
+            scores = self.policy.to_device(torch.tensor(ro.rewards, dtype=torch.float32))[episode]
+            # the episode's reward on its last action token: the last row of each episode that has one
+            ends = torch.ones_like(episode, dtype=torch.bool)
+            ends[:-1] = episode[1:] != episode[:-1]
+            has_action = (mask.sum(1) > 0) & ends
             token_rewards[torch.arange(len(last)), last] += torch.where(has_action, scores, torch.zeros_like(scores))
-            adv, returns = gae(token_rewards, old_values, mask, s.gamma, s.gae_lambda)
-            adv = whiten(adv, mask)
-        t.update(old_logp=old_logp, old_values=old_values, advantages=adv, returns=returns)
-        seq_kl = float((kl_tok.sum(1)).mean())
-        self.kl_ctl.update(seq_kl, len(ro.episodes))
-        batch["tensors"] = t
-        batch["loss_fn"] = self.loss
-        batch["rollout"] = ro
-        batch["multi_epoch"] = True
-        return {**ro.stats, "kl_coef": self.kl_ctl.value, "seq_kl": seq_kl}
+            adv, returns = gae(token_rewards, old_values, mask, s.gamma, s.gae_lambda, episode=episode)
+            scale = self.policy.to_device(torch.tensor(ro.advantage_scales, dtype=torch.float32))[episode]
+            adv = whiten(adv, mask) * scale.unsqueeze(1)
+            ref_kl = float(masked_mean(k3_kl(old_logp, ref), mask))
+            if "sample_logp" in t and self.is_cap is not None:
+                t["is_weight"] = truncated_is_weight(old_logp, t["sample_logp"], self.is_cap)
+        t.update(old_logp=old_logp, old_values=old_values, advantages=adv, returns=returns, ref_logp=ref)
+        return StepPlan(tensors=t, loss_fn=self.loss, epochs=s.ppo_epochs, rollout=ro,
+                        metrics={**ro.stats, "kl_coef": self.kl_coef, "rollout_kl": ref_kl})
 
-    def loss(self, engine, t: dict):
+    def loss(self, policy: Policy, t: dict) -> LossOutput:
         import torch
 
         s = self.cfg.strategy
-        out = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], hidden=True,
-                             entropy="grad" if s.entropy_coef else True)
-        logp, mask = out["logp"], t["action_mask"]
-        values = self.values(out["hidden"])
-        ratio = torch.exp(logp - t["old_logp"])
-        adv = t["advantages"]
-        pg = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - self.clip, 1 + self.clip))
-        v_clipped = t["old_values"] + torch.clamp(values - t["old_values"], -s.cliprange_value, s.cliprange_value)
-        vf = 0.5 * torch.maximum((values - t["returns"]) ** 2, (v_clipped - t["returns"]) ** 2)
-        ent = out["entropy"]
-        loss = masked_mean(pg, mask) + s.vf_coef * masked_mean(vf, mask)
+        out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], hidden=True,
+                             entropy="grad" if s.entropy_coef else True, **sampling_kwargs(self.cfg))
+        logp, mask = out.logp, t["action_mask"]
+        values = self.values(out.hidden)
+        loss, pg, vf, ratio = ppo_losses(logp, t["old_logp"], t["advantages"], values, t["old_values"], t["returns"],
+                                         mask, clip=self.clip, cliprange_value=s.cliprange_value, vf_coef=s.vf_coef,
+                                         is_weight=t.get("is_weight"))
+        ent = out.entropy
         if s.entropy_coef:
             loss = loss - s.entropy_coef * masked_mean(ent, mask)
         with torch.no_grad():
+            lp = logp.detach()
             clipped = ((ratio < 1 - self.clip) | (ratio > 1 + self.clip)).float()
-            kl = masked_mean(logp.detach() - t["old_logp"], mask)
-            metrics = {"kl": float(kl), "ratio": float(masked_mean(ratio, mask)),
+            metrics = {"kl": float(masked_mean(k3_kl(lp, t["ref_logp"]), mask)),
+                       "policy_kl": float(masked_mean(k3_kl(t["old_logp"], lp), mask)),
+                       "ratio": float(masked_mean(ratio, mask)),
                        "clip_frac": float(masked_mean(clipped, mask)), "entropy": float(masked_mean(ent.detach(), mask)),
                        "pg_loss": float(masked_mean(pg, mask)), "vf_loss": float(masked_mean(vf, mask)),
                        "value_mean": float(masked_mean(values.detach(), mask))}
-        return loss, metrics
+            metrics.update(sampler_metrics(t.get("sample_logp"), t["old_logp"], mask, t.get("is_weight")))
+        return LossOutput(loss, metrics)
+
+    def set_kl_coef(self, value: float) -> None:
+        self.kl_coef = float(value)
 
     def state_dict(self) -> dict:
-        return {"kl_coef": self.kl_ctl.value}
+        return {"kl_coef": self.kl_coef}
 
     def load_state_dict(self, state: dict) -> None:
-        self.kl_ctl.value = float(state["kl_coef"])
-
-
-def gae(rewards, values, mask, gamma: float, lam: float):
-    """GAE over the action tokens of each row (non-action positions are skipped, not zeroed into the chain)."""
-    import torch
-
-    adv = torch.zeros_like(rewards)
-    B, T = rewards.shape
-    for b in range(B):
-        idx = torch.nonzero(mask[b] > 0).flatten().tolist()
-        last_gae, next_value = 0.0, 0.0
-        for i in reversed(idx):
-            delta = rewards[b, i] + gamma * next_value - values[b, i]
-            last_gae = delta + gamma * lam * last_gae
-            adv[b, i] = last_gae
-            next_value = values[b, i]
-    return adv, adv + values * mask
-
-
-def whiten(x, mask, eps: float = 1e-8):
-    mean = masked_mean(x, mask)
-    var = masked_mean((x - mean) ** 2, mask)
-    return (x - mean) * (var + eps).rsqrt() * mask
+        self.kl_coef = float(state["kl_coef"])

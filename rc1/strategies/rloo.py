@@ -1,17 +1,16 @@
 """RLOO: GRPO's clipped objective with a leave-one-out baseline instead of group normalisation.
 
-    A_i = r_i - mean_{j != i} r_j
+    A_i = scale_i * (r_i - mean_{j != i} r_j)
 """
 
 from __future__ import annotations
 
 from rc1.strategies.grpo import GRPOStrategy
+from rc1.strategies.rl_math import rloo_advantages
 
 
 class RLOOStrategy(GRPOStrategy):
     name = "rloo"
 
     def advantages(self, rewards):
-        g = rewards.view(-1, self.group_size)
-        baseline = (g.sum(1, keepdim=True) - g) / (self.group_size - 1)
-        return (g - baseline).view(-1)
+        return rloo_advantages(rewards, self.group_size)

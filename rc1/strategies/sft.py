@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from rc1.strategies.common import collate, masked_mean
+from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
+from rc1.strategies.common import collate
+from rc1.strategies.rl_math import masked_mean
 
 
 class SFTStrategy:
@@ -18,17 +20,17 @@ class SFTStrategy:
     def __init__(self, cfg, reward_model):
         self.cfg = cfg
         self.reward_model = reward_model
-        self.engine = None
+        self.policy: Policy | None = None
         self._fmt = None
 
-    def attach_engine(self, engine) -> None:
-        self.engine = engine
+    def attach(self, policy: Policy) -> None:
+        self.policy = policy
 
     def _format(self):
         if self._fmt is None:
             from rc1.envs.env import ChatFormat
 
-            self._fmt = ChatFormat(self.engine.tokenizer)
+            self._fmt = ChatFormat(self.policy.tokenizer)
         return self._fmt
 
     def example(self, item: dict):
@@ -36,28 +38,29 @@ class SFTStrategy:
 
         fmt = self._format()
         prompt = fmt.prompt_ids(episode_messages(item))
-        answer = fmt.encode(f"ANSWER: {item['answer']}") + [min(fmt.eos_ids)
-                                                             if self.engine.tokenizer.eos_token_id is None
-                                                             else self.engine.tokenizer.eos_token_id]
+        eos = self.policy.tokenizer.eos_token_id
+        answer = fmt.encode(f"ANSWER: {item['answer']}") + [min(fmt.eos_ids) if eos is None else eos]
         return SimpleNamespace(input_ids=prompt + answer, action_mask=[0] * len(prompt) + [1] * len(answer))
 
-    def on_batch(self, batch: dict) -> dict[str, float]:
-        examples = [self.example(it) for it in batch["items"]]
-        batch["tensors"] = collate(self.engine, examples)
-        batch["loss_fn"] = self.loss
-        n = len(examples)
-        return {"completion_len": sum(sum(e.action_mask) for e in examples) / n, "reward": None}
+    def rollout(self, batch: Batch) -> None:
+        return None  # SFT learns from gold answers: no rollouts
 
-    def loss(self, engine, t: dict):
+    def plan(self, batch: Batch, rollout: None = None) -> StepPlan:
+        examples = [self.example(it) for it in batch.items]
+        n = len(examples)
+        return StepPlan(tensors=collate(self.policy, examples), loss_fn=self.loss,
+                        metrics={"completion_len": sum(sum(e.action_mask) for e in examples) / n, "reward": None})
+
+    def loss(self, policy: Policy, t: dict) -> LossOutput:
         import torch
 
-        out = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
+        out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
         mask = t["action_mask"]
-        loss = masked_mean(-out["logp"], mask)
+        loss = masked_mean(-out.logp, mask)
         with torch.no_grad():
-            metrics = {"kl": None, "ratio": None, "clip_frac": 0.0, "entropy": float(masked_mean(out["entropy"], mask)),
-                       "sft/token_acc_proxy": float(masked_mean(out["logp"].exp(), mask))}
-        return loss, metrics
+            metrics = {"kl": None, "ratio": None, "clip_frac": 0.0, "entropy": float(masked_mean(out.entropy, mask)),
+                       "sft/token_acc_proxy": float(masked_mean(out.logp.exp(), mask))}
+        return LossOutput(loss, metrics)
 
     def state_dict(self) -> dict:
         return {}

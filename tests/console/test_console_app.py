@@ -153,6 +153,13 @@ async def test_training_screen_follows_appended_metrics_and_counts_corrupt_lines
             fh.write("2026-11-22 03:01:00 INFO rc1.train: saved checkpoint step_00300\n")
         log = app.screen.query_one("#train-log")
         await wait_for(pilot, lambda: any("step_00300" in line for line in log.lines), what="new log line")
+        # a reward/success divergence alert from the trainer gets an alert line
+        with open(console_ws.metrics_path, "a") as fh:
+            fh.write(json.dumps({"step": 261, "loss": 0.1, "reward": 0.6, "success": 0.0,
+                                 "alert": "reward rose 0.40 -> 0.55 while verified success did not",
+                                 "alert/kind": "reward_success_divergence"}) + "\n")
+        await wait_for(pilot, lambda: "ALERT at step 261" in text_of(info), what="alert line")
+        assert "verified success did not" in text_of(info)
 
 
 async def test_dead_trainer_shows_error_report_and_offers_failpack_and_resume(console_ws):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.eval.conftest import TINY_CONFIG, make_items, write_jsonl, write_trainer_checkpoint
 from typer.testing import CliRunner
 
 from rc1.cli.main import app
 from rc1.runtime.fingerprint import verify_artifact
+from tests.helpers.eval import TINY_CONFIG, make_items, write_end_record, write_jsonl, write_trainer_checkpoint
 
 
 def rc1(ws, *args):
@@ -18,37 +18,95 @@ def rc1(ws, *args):
 
 def test_eval_base_and_checkpoint_then_cached_base_and_report(tiny_ws):
     from rc1.config.load import load_train_config
+    from rc1.eval.harness import run_view
 
     ws = tiny_ws
     cfg = load_train_config("configs/tiny.yaml", ws)
-    write_trainer_checkpoint(ws, cfg, 10, scale=1.05)
+    ck = write_trainer_checkpoint(ws, cfg, 10, scale=1.05)
+    write_end_record(ws, "reports/state/training_end.json", ck, train_dtype="bf16")
     r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--batch-size", "12")
     assert r.exit_code == 0, r.output
     reports = sorted(ws.reports.glob("ppo_eval_*.json"))
     assert len(reports) == 1 and verify_artifact(ws, reports[0])
     rep = json.loads(reports[0].read_text())
-    held = rep["results"]["shadow"]
-    assert rep["sets"]["shadow"]["n"] == 9 and rep["sets"]["eval_min"]["n"] == 3
+    assert rep["sets"]["shadow"]["n"] == 9 and rep["sets"]["dev"]["n"] == 3 and rep["dev_set"] == "dev"
+    (run,) = rep["runs"]
+    held = run_view(rep, run, "shadow")
     assert held["base"]["n"] == 9 and held["trained"]["n"] == 9 and held["delta"]["n_paired"] == 9
-    assert rep["checkpoint"]["path"] == "checkpoints/evt/step_00010" and rep["checkpoint"]["step"] == 10
-    assert rep["best"]["updated"] and ws.path("checkpoints/evt/best/step_00010/manifest.json").exists()
-    assert not rep["throughput"]["base"]["cached"] and rep["throughput"]["trained"]["episodes_per_s"] > 0
-    assert len(rep["records"]["shadow"]["base"]) == 9
-    assert "held-out" in r.output and "episodes/s" in r.output
+    assert run["checkpoint"]["path"] == rep["checkpoint"]["path"] == "checkpoints/evt/step_00010"
+    assert run["training"]["reason"] == "completed" and run["training"]["stopped_early"] is False
+    # best/ is chosen on the dev split's result, never the held-out one
+    assert run["metric"] == {"name": "success", "split": "dev",
+                             "value": run["results"]["dev"]["trained"]["success"]["rate"]}
+    assert run["best"]["updated"] and run["best"]["selection"]["split"] == "dev"
+    assert ws.path("checkpoints/evt/best/step_00010/manifest.json").exists()
+    # dtypes: auto is fp32 on a CPU, whatever the CPU supports; the training dtype comes from the end record
+    assert rep["dtype"]["eval"] == "fp32" and rep["generation"]["dtype"] == "float32" and rep["dtype"]["train"] == ["bf16"]
+    assert held["majority"]["overall"]["n"] == 9 and held["mde"]["overall"]["n"] == 9
+    assert "non_truncated" in held["base"] and held["vs_majority"]["success"]["n"] == 9
+    assert not rep["throughput"]["base"]["cached"] and rep["throughput"]["runs"][0]["episodes_per_s"] > 0
+    assert len(rep["records"]["base"]["shadow"]) == 9 and len(rep["records"]["runs"][0]["dev"]) == 3
+    assert "held-out" in r.output and "majority-class baseline" in r.output and "eval dtype fp32" in r.output
 
-    # a second eval (new checkpoint) reuses the base model's episodes: same records, no regeneration
+    # a second eval (new checkpoint) reuses the base model's episodes of both sets: same records, no regeneration
     write_trainer_checkpoint(ws, cfg, 20, scale=0.95)
     r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--batch-size", "12")
     assert r.exit_code == 0, r.output
     rep2 = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
-    assert rep2["throughput"]["base"]["cached"] and rep2["checkpoint"]["step"] == 20
-    assert rep2["records"]["shadow"]["base"] == rep["records"]["shadow"]["base"]
+    assert rep2["throughput"]["base"]["cached"] and rep2["throughput"]["base"]["cached_sets"] == ["dev", "shadow"]
+    assert rep2["records"]["base"] == rep["records"]["base"] and rep2["checkpoint"]["step"] == 20
 
     # the report reads that eval; the RC1 gate judges it (the random model cannot pass, and says why)
     r = rc1(ws, "report", "--config", "configs/tiny.yaml")
     assert r.exit_code == 0, r.output
     md = ws.path("reports/rc1/rc1_report.md").read_text()
-    assert "checkpoints/evt/step_00020" in md and "Held-out success" in md
+    assert "checkpoints/evt/step_00020" in md and "Held-out success" in md and "majority answer" in md
+
+
+def test_every_seed_run_is_evaluated_against_one_base_pass(tiny_ws):
+    """Production trains one run per seed: eval judges each run's latest checkpoint, reports the spread, and
+    generates the base model's episodes once."""
+    from rc1.config.load import load_train_config
+
+    ws = tiny_ws
+    ws.path("configs/tiny.yaml").write_text(ws.path("configs/tiny.yaml").read_text() + "seeds: [1, 2]\n")
+    cfg = load_train_config("configs/tiny.yaml", ws)
+    for i, scale in ((0, 1.05), (1, 0.95)):
+        sr = cfg.seed_run(i)
+        ck = write_trainer_checkpoint(ws, cfg, 4, scale=scale, run_dir=sr.checkpoint_dir)
+        write_end_record(ws, sr.end_file, ck, reason="completed" if i == 0 else "operator", train_dtype=None)
+    r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--batch-size", "12", "--shadow-only")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
+    assert [x["checkpoint"]["path"] for x in rep["runs"]] == ["checkpoints/evt/seed0/step_00004",
+                                                               "checkpoints/evt/seed1/step_00004"]
+    assert [x["training"]["stopped_early"] for x in rep["runs"]] == [False, True]
+    assert rep["dtype"]["train"] == ["unknown"] and rep["checkpoint"] is None
+    assert rep["throughput"]["base"]["generated"]["episodes"] == 9  # one base pass for both seeds
+    sp = rep["spread"]["shadow"]
+    assert [p["seed_index"] for p in sp["per_seed"]] == [0, 1] and sp["delta_pp"]["n"] == 2
+    assert sp["delta_pp"]["min"] <= sp["delta_pp"]["mean"] <= sp["delta_pp"]["max"]
+    assert "STOPPED EARLY" in r.output and "across 2 seeds" in r.output
+    # --seed-index picks one run
+    r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--shadow-only", "--seed-index", "1")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
+    assert [x["seed_index"] for x in rep["runs"]] == [1] and rep["throughput"]["base"]["cached"]
+
+
+def test_the_dev_split_may_not_be_the_held_out_set(tiny_ws):
+    ws = tiny_ws
+    cfg_text = ws.path("configs/tiny.yaml").read_text()
+    ws.path("configs/tiny.yaml").write_text(cfg_text.replace("eval_path: data/eval_min.jsonl",
+                                                             "eval_path: data/shadow.jsonl"))
+    r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--base-only")
+    assert r.exit_code == 2 and "is the held-out set" in r.output
+    # a dev file that merely contains some held-out items is refused too
+    shadow = [json.loads(x) for x in ws.path("data/shadow.jsonl").read_text().splitlines()]
+    write_jsonl(ws.path("data/eval_min.jsonl"), make_items(3, seed=12) + shadow[:1])
+    ws.path("configs/tiny.yaml").write_text(cfg_text)
+    r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--base-only")
+    assert r.exit_code == 2 and "shares 1 item(s) with the held-out set" in r.output
 
 
 def test_eval_refuses_a_corrupt_checkpoint(tiny_ws):
@@ -84,12 +142,13 @@ def test_eval_base_only_on_the_embedded_smollm2(ws):
     r = rc1(ws, "eval", "--config", "configs/small.yaml", "--base-only", "--shadow-only")
     assert r.exit_code == 0, r.output
     rep = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
-    assert rep["checkpoint"] is None and rep["results"]["shadow"]["base"]["n"] == 3 and list(rep["sets"]) == ["shadow"]
+    assert rep["runs"] == [] and rep["results"]["shadow"]["base"]["n"] == 3 and list(rep["sets"]) == ["shadow"]
     from rc1.runtime.device import cpu_bf16_supported
 
     # bf16 where the CPU computes it natively; elsewhere fp32 (emulated bf16 measured 3.3x slower)
     assert rep["generation"]["dtype"] == ("bfloat16" if cpu_bf16_supported() else "float32")
-    assert rep["throughput"]["base"]["episodes_per_s"] > 0
+    assert rep["dtype"]["eval"] == ("bf16" if cpu_bf16_supported() else "fp32")
+    assert rep["dtype"]["requested"] == "bf16" and rep["throughput"]["base"]["episodes_per_s"] > 0
 
 
 def test_checkpoint_weights_full_and_lora_adapter_are_applied(tiny_ws):
@@ -133,8 +192,27 @@ def test_checkpoint_weights_full_and_lora_adapter_are_applied(tiny_ws):
 
 
 def test_eval_bench_reports_episodes_per_second(tiny_ws):
-    from rc1.eval.bench import run
+    from rc1.bench.eval import run
 
     out = run(tiny_ws, quick=True, model="random:qwen3-tiny", n=4, batch_sizes=[2, 4], max_new_tokens=4, dtype="bf16")
     assert out["items"] == 4 and out["dtype"] == "bf16" and [r["batch_size"] for r in out["runs"]] == [2, 4]
     assert all(r["episodes"] == 4 and r["episodes_per_s"] > 0 and r["generated_tokens"] > 0 for r in out["runs"])
+
+
+def test_eval_dtype_on_a_cpu_is_fp32_unless_the_config_asks_for_bf16():
+    """SPEC §6: the same config gives the same result on AVX2 and AVX512 machines. `auto` no longer follows a
+    training run's bf16 autocast; bf16 only when eval.dtype says so, and only where the CPU computes it natively."""
+    import torch
+
+    from rc1.config.schema import TrainConfig
+    from rc1.eval.harness import eval_dtype
+    from rc1.runtime.device import cpu_bf16_supported
+
+    cpu = torch.device("cpu")
+
+    def cfg(dtype):
+        return TrainConfig.model_validate({"run": {"mixed_precision": "bf16"}, "eval": {"dtype": dtype}})
+
+    assert eval_dtype(cfg("auto"), cpu) == torch.float32
+    assert eval_dtype(cfg("fp32"), cpu) == torch.float32
+    assert eval_dtype(cfg("bf16"), cpu) == (torch.bfloat16 if cpu_bf16_supported() else torch.float32)

@@ -124,7 +124,7 @@ def test_metric_names():
 def test_a_limited_eval_set_keeps_every_task_and_bucket():
     from collections import Counter
 
-    from rc1.eval.harness import stratified_head
+    from rc1.eval.splits import stratified_head
 
     items = [{"id": f"{t}{b}{i}", "task": t, "bucket": b} for t in ("gsm8k", "hotpotqa", "strategyqa")
              for b in ("easy", "medium", "hard") for i in range(10 if t == "hotpotqa" else 5)]  # written stratum by stratum
@@ -135,3 +135,67 @@ def test_a_limited_eval_set_keeps_every_task_and_bucket():
     assert len({(it["task"], it["bucket"]) for it in head}) == 9
     assert [it["id"] for it in head] == [it["id"] for it in items if it in head]  # file order kept
     assert stratified_head(items, 1000) == items
+
+
+# ----------------------------------------------------------------------------- baselines and power
+def test_majority_baseline_answers_each_task_with_its_most_common_gold_answer():
+    from rc1.eval.metrics import majority_baseline
+
+    items = ([{"id": f"s{i}", "task": "strategyqa", "answer": v} for i, v in enumerate([False, False, "no", True, "yes"])]
+             + [{"id": f"g{i}", "task": "gsm8k", "answer": v} for i, v in enumerate(["12", "12.0", "7", "1,200", "1200"])]
+             + [{"id": "h0", "task": "hotpotqa", "answer": "Paris", "aliases": []},
+                {"id": "h1", "task": "hotpotqa", "answer": "the Paris", "aliases": []},
+                {"id": "h2", "task": "hotpotqa", "answer": "Rome", "aliases": ["Roma"]}])
+    m = majority_baseline(items)
+    t = m["by_task"]
+    assert t["strategyqa"]["answer"] == "no" and (t["strategyqa"]["k"], t["strategyqa"]["n"]) == (3, 5)  # bools count
+    # "12" == "12.0" and "1,200" == "1200" for the numeric verifier: a 2-2 tie, the first in sorted order wins
+    assert t["gsm8k"]["answer"] == "1,200" and t["gsm8k"]["k"] == 2
+    assert t["hotpotqa"]["answer"] == "Paris" and t["hotpotqa"]["k"] == 2  # EM normalises the article away
+    assert m["overall"]["k"] == 7 and m["overall"]["n"] == 13 and m["items"]["s3"] is False and m["items"]["h1"] is True
+    assert "evaluated items themselves" in m["definition"]
+
+
+def test_a_model_below_the_majority_baseline_has_a_negative_paired_delta():
+    from rc1.eval.metrics import versus_baseline
+
+    trained = [rec(i, "strategyqa", ok=(i < 4)) for i in range(20)]  # 20 %
+    baseline = {f"i{i}": i % 10 != 0 for i in range(20)}  # 90 %
+    v = versus_baseline(trained, baseline)
+    assert v["success"]["delta_pp"] == pytest.approx(-70.0) and v["success"]["ci95_pp"][1] < 0
+    assert v["by_task"]["strategyqa"]["n"] == 20
+
+
+def test_success_among_non_truncated_answers():
+    rs = [rec(0, ok=True), rec(1), EpisodeRecord("i2", "gsm8k", "easy", False, False, 0.0, 0, 1, 0, True),
+          EpisodeRecord("i3", "hotpotqa", "easy", False, False, 0.0, 0, 1, 0, True)]
+    nt = summarize(rs)["non_truncated"]
+    assert nt["success"]["k"] == 1 and nt["success"]["n"] == 2
+    assert nt["by_task"]["gsm8k"]["n"] == 2 and nt["by_task"]["hotpotqa"]["n"] == 0
+    assert nt["truncated_by_task"]["gsm8k"]["rate"] == pytest.approx(1 / 3)
+
+
+def test_mde_has_the_power_it_claims():
+    """At the MDE, a two-sided McNemar test (normal approximation) rejects about 80 % of the time."""
+    import numpy as np
+
+    from rc1.eval.metrics import mde_paired
+
+    assert mde_paired(96, 0.0) == pytest.approx(0.0798, abs=1e-3)
+    assert mde_paired(96, 0.5) > mde_paired(96, 0.1) > mde_paired(96, 0.0) > mde_paired(400, 0.0)
+    assert mde_paired(0, 0.3) is None and mde_paired(10, None) is None and mde_paired(3, 0.0) is None
+    rng = np.random.default_rng(0)
+    for n, p0 in ((96, 0.062), (60, 0.4)):
+        d = mde_paired(n, p0)
+        a, b = rng.random((4000, n)) < p0, rng.random((4000, n)) < p0 + d
+        n10, n01 = (b & ~a).sum(1), (a & ~b).sum(1)
+        z = (n10 - n01) / np.sqrt(np.maximum(n10 + n01, 1))
+        assert 0.75 < (np.abs(z) > 1.96).mean() < 0.87
+
+
+def test_spread_across_seeds():
+    from rc1.eval.metrics import spread
+
+    s = spread([2.0, 4.0, None, 6.0])
+    assert (s["n"], s["min"], s["mean"], s["max"]) == (3, 2.0, 4.0, 6.0) and s["sd"] == pytest.approx(2.0)
+    assert spread([None])["mean"] is None and spread([1.0])["sd"] is None

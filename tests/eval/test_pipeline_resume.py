@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.eval.conftest import write_trainer_checkpoint
+from tests.helpers.eval import write_trainer_checkpoint
 
 
 def _pipeline(ws, config="configs/local.yaml"):
@@ -22,7 +22,7 @@ def _stage(pipe, name):
 def test_stage_order_walks_the_gated_machine_to_eval(ws):
     names = [s.name for s in _pipeline(ws).stages()]
     order = ["data: make-min", "scorer: live probe", "gate: round1", "reward: calibrate", "reward: shadow run",
-             "gate: round2", "train", "gate: training done", "eval", "report"]
+             "learning signal", "gate: round2", "train", "gate: training done", "eval", "report"]
     assert [n for n in names if n in order] == order
     shadow = _stage(_pipeline(ws), "reward: shadow run")
     assert shadow.argv[shadow.argv.index("--source") + 1] == "eval_base" and "--n" not in shadow.argv

@@ -58,6 +58,14 @@ def test_all_errors_reported_at_once(ws):
     ("engine:\n  name: trl_ppo\nstrategy:\n  name: ppo\n", "use engine.name: pure_pt"),
     ("datasets:\n  mix: {gsm8k: 0.5, hotpotqa: 0.2}\n", "mix must sum to 1"),
     ("target_kl: -1\n", "target_kl"),
+    ("model:\n  max_new_tokens: 4096\ndata:\n  max_length: 4096\n", "must exceed model.max_new_tokens"),
+    ("engine:\n  name: trl\nstrategy:\n  multi_turn: split_turns\n", "single-turn"),
+    ("engine:\n  name: trl\ntarget_kl: 0.03\n", "kl_control: early_stop"),
+    ("engine:\n  name: trl\ntarget_kl: 0.03\nmonitor:\n  kl_control: early_stop\nstrategy:\n  kl_coef: 0\n",
+     "measures the KL only when strategy.kl_coef > 0"),
+    ("engine:\n  name: trl\nmodel:\n  top_p: 0.9\n", "without the top-p nucleus"),
+    ("strategy:\n  multi_turn: sometimes\n", "strategy.multi_turn"),
+    ("strategy:\n  importance_sampling_cap: 0.5\n", "strategy.importance_sampling_cap"),
 ])
 def test_bad_configs_exit_2_with_one_clear_reason(ws, text, needle):
     rel = _write(ws, text)
@@ -131,3 +139,18 @@ def test_not_measurable_never_passes_and_blocks_by_policy():
     warn = GateResult("g", [ok, nm, na], not_measurable_blocks=False)
     assert warn.passed and warn.warnings == [nm] and warn.failing == []              # laptop: warns
     assert GateResult.from_dict(warn.to_dict()).warnings[0].status == NOT_MEASURABLE
+
+
+def test_every_column_of_the_engine_table_is_enforced_by_the_schema(monkeypatch):
+    """An engine that cannot combine epochs with accumulation (none ships today) is refused at config time."""
+    import dataclasses
+
+    from rc1.config import registry
+    from rc1.config.schema import TrainConfig
+
+    data = {"strategy": {"name": "ppo", "ppo_epochs": 2}, "run": {"gradient_accumulation": 4}}
+    TrainConfig.model_validate(data)
+    spec = dataclasses.replace(registry.ENGINES["pure_pt"], accumulates_multi_epoch=False)
+    monkeypatch.setitem(registry.ENGINES, "pure_pt", spec)
+    with pytest.raises(ValueError, match="cannot combine strategy.ppo_epochs 2 with run.gradient_accumulation 4"):
+        TrainConfig.model_validate(data)

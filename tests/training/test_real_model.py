@@ -7,10 +7,10 @@ import json
 import pytest
 
 from rc1.config.load import load_train_config
-from rc1.engines.recipe import TrainingRecipe
+from rc1.training.base import make_recipe
 from rc1.runtime.checkpoint import list_checkpoints
 from rc1.runtime.workspace import Workspace
-from tests.training.conftest import make_workspace
+from tests.helpers.workspace import make_workspace
 
 
 @pytest.mark.real_model
@@ -20,11 +20,11 @@ def test_smollm2_lora_grpo_trains_and_resumes(tmp_path):
                           extra={"model.base": "embedded:smollm2-135m-instruct", "model.max_new_tokens": 8,
                                  "strategy.num_generations": 2, "strategy.prompts_per_step": 1, "engine.lr": 1e-4})
     cfg = load_train_config(conf, ws)
-    recipe = TrainingRecipe(ws, cfg, config_path=str(conf), max_steps=1)
+    recipe = make_recipe(ws, cfg, config_path=str(conf), max_steps=1)
     recipe.setup()
     assert recipe.engine.is_peft
     recipe.train()
-    resumed = TrainingRecipe(ws, load_train_config(conf, ws), config_path=str(conf), resume="latest")
+    resumed = make_recipe(ws, load_train_config(conf, ws), config_path=str(conf), resume="latest")
     resumed.setup()
     assert resumed.step == 1
     assert resumed.train() == "completed"

@@ -8,10 +8,10 @@ import pytest
 from safetensors.torch import load_file
 
 from rc1.config.load import load_train_config
-from rc1.engines.recipe import TrainingRecipe
+from rc1.training.base import make_recipe
 from rc1.runtime.checkpoint import read_latest
 from rc1.runtime.workspace import Workspace
-from tests.training.conftest import make_workspace
+from tests.helpers.workspace import make_workspace
 
 
 class StopAt:
@@ -31,9 +31,9 @@ class StopAt:
         pass
 
 
-def run(ws: Workspace, config, *, resume=None, stop_at=None) -> TrainingRecipe:
+def run(ws: Workspace, config, *, resume=None, stop_at=None):
     cfg = load_train_config(config, ws)
-    recipe = TrainingRecipe(ws, cfg, config_path=str(config), resume=resume)
+    recipe = make_recipe(ws, cfg, config_path=str(config), resume=resume)
     recipe.setup()
     if stop_at is not None:
         recipe.callbacks.insert(0, StopAt(stop_at))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rc1.engines.sampling import LOW_PERF_MIN_TRIES, PrioritySampler
-from tests.training.conftest import arithmetic_items
+from rc1.training.sampler import LOW_PERF_MIN_TRIES, PrioritySampler
+from tests.helpers.workspace import arithmetic_items
 
 
 def _items(n, prefix, bucket=None):

@@ -8,7 +8,7 @@ import torch
 from rc1.config.load import load_train_config
 from rc1.engines.pure_pt import PurePTEngine, shared_prefix_plan
 from rc1.runtime.workspace import Workspace
-from tests.training.conftest import make_workspace
+from tests.helpers.workspace import make_workspace
 
 
 def _batch(engine, prompts, completions):
@@ -45,9 +45,9 @@ def test_shared_prefix_forward_matches_the_plain_forward(tmp_path, tiny_model_di
     for hidden in (False, True):  # hidden=True takes the plain path
         engine.model.zero_grad()
         out = engine.forward(ids, attn, positions=act, hidden=hidden, entropy=True)
-        (out["logp"] * act).sum().backward()
+        (out.logp * act).sum().backward()
         grads = {n: p.grad.clone() for n, p in engine.model.named_parameters() if p.grad is not None}
-        results.append((out["logp"].detach(), out["entropy"].detach(), grads))
+        results.append((out.logp.detach(), out.entropy.detach(), grads))
     (lp_s, ent_s, g_s), (lp_p, ent_p, g_p) = results
     assert torch.count_nonzero(lp_s) == int(act.sum())
     torch.testing.assert_close(lp_s, lp_p, atol=1e-5, rtol=1e-4)

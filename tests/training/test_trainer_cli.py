@@ -19,7 +19,7 @@ from rc1.machine.service import current_state, open_machine
 from rc1.runtime import trainer_proc
 from rc1.runtime.checkpoint import read_latest, read_meta, verify_checkpoint
 from rc1.runtime.workspace import Workspace
-from tests.training.conftest import make_workspace
+from tests.helpers.workspace import make_workspace
 
 runner = CliRunner()
 

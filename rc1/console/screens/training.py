@@ -37,6 +37,8 @@ def trainer_text(msg: TrainerUpdated | None, snapshot: MetricsSnapshot | None) -
     if alive:
         sps = snapshot.sec_per_step if snapshot else None
         out.append(f"  ETA {format_duration(eta_seconds(step, msg.max_steps, sps))}")
+    if getattr(st, "ranks", None):
+        out.append("\n").append_text(ranks_text(st.ranks))
     if not alive:
         report = getattr(st, "last_error_report", None)
         if msg.error_report is not None or report:
@@ -46,6 +48,19 @@ def trainer_text(msg: TrainerUpdated | None, snapshot: MetricsSnapshot | None) -
                 out.append(f" (at step {msg.error_report['step']})", style="red")
             out.append(f"\nERROR report: {report}", style="bold")
         out.append("\npress f for a failpack, r to resume from the latest checkpoint", style="yellow")
+    return out
+
+
+def ranks_text(ranks) -> Text:
+    """One line for a distributed run: each rank's pid, whether it runs, its last heartbeat."""
+    out = Text(f"{len(ranks)} ranks:")
+    for r in ranks:
+        mark, style = {True: ("●", "green"), False: ("✘", "bold red"), None: ("?", "dim")}[r.alive]
+        out.append(f"  {r.rank} ")
+        out.append(mark, style=style)
+        out.append(f" pid {r.pid}" + (f"@{r.host}" if r.alive is None else ""))
+        if r.heartbeat_age_s is not None:
+            out.append(f" {format_duration(r.heartbeat_age_s)} ago", style="yellow" if r.heartbeat_age_s > 120 else "")
     return out
 
 
@@ -61,11 +76,14 @@ def metrics_text(snap: MetricsSnapshot | None) -> Text:
         out.append(f"preview from {snap.records} sampled records; full scan running", style="yellow")
     out.append("  corrupt/partial lines skipped: ")
     out.append(str(snap.bad_lines), style="bold red" if snap.bad_lines else "")
-    keys = ("step", "loss", "kl", "reward", "entropy", "completion_len", "clip_frac")
+    keys = ("step", "loss", "kl", "reward", "success", "entropy", "completion_len", "clip_frac")
     shown = [f"{k}={snap.last[k]:.4g}" if isinstance(snap.last.get(k), float) else f"{k}={snap.last[k]}"
              for k in keys if k in snap.last]
     if shown:
         out.append("\nlast: " + "  ".join(shown))
+    for step, message in snap.alerts:
+        out.append(f"\n⚠ ALERT at step {step}: ", style="bold red")
+        out.append(message, style="red")
     return out
 
 

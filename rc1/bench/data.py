@@ -39,20 +39,23 @@ def _templates(ws: Workspace, given: str | None) -> Path:
     for cand in (given, ws.path("templates/pack_v2"), Path(__file__).resolve().parents[2] / "templates" / "pack_v2"):
         if cand and Path(cand).is_dir():
             return Path(cand)
-    raise FileNotFoundError("templates/pack_v2 not found; pass --set templates_dir=PATH")
+    raise FileNotFoundError("templates/pack_v2 not found; pass --templates-dir PATH")
 
 
-def run(ws: Workspace, quick: bool = False, **opts) -> dict:
+def run(ws: Workspace, quick: bool = False, *, n: int | None = None, big: int | None = None,
+        templates_dir: str | None = None, scratch: str = "reports/bench/data_ws", keep: bool = False) -> dict:
+    """n: pool size (default 30000, quick 3000); big: the near-linear scaling pool (default 10 x n, quick none);
+    scratch: the scratch workspace (removed afterwards unless keep)."""
     from rc1.config.schema import GatesConfig
     from rc1.data.pipeline import (bucketize_file, build_pool_file, difficulty_metrics_file, make_shadow_set,
                                    validate_difficulty_file, validate_pool_file)
     from rc1.data.pool import BuildParams
     from rc1.data.tokens import get_counter
 
-    n = int(opts.get("n", 3000 if quick else 30000))
-    big = int(opts.get("big", 0 if quick else 10 * n))
-    templates = _templates(ws, opts.get("templates_dir"))
-    scratch = Workspace(ws.path(opts.get("scratch", "reports/bench/data_ws")))
+    n = int(n or (3000 if quick else 30000))
+    big = int(big if big is not None else (0 if quick else 10 * n))
+    templates = _templates(ws, templates_dir)
+    scratch = Workspace(ws.path(scratch))
     shutil.rmtree(scratch.root, ignore_errors=True)
     scratch.ensure()
     gates = GatesConfig()
@@ -91,7 +94,7 @@ def run(ws: Workspace, quick: bool = False, **opts) -> dict:
             os.environ.pop("RC1_TOKEN_CACHE", None)
         else:
             os.environ["RC1_TOKEN_CACHE"] = old_cache
-        if not opts.get("keep"):
+        if not keep:
             shutil.rmtree(scratch.root, ignore_errors=True)
     result["steps"] = rows
     print(f"data bench (tokenizer: {tok}; load avg {result['load_avg_1m']:.1f} on {result['cores']} cores)")

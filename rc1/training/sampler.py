@@ -111,21 +111,25 @@ class PrioritySampler:
     def is_low_perf(self, item_id: str) -> bool:
         return self.tries.get(item_id, 0) >= LOW_PERF_MIN_TRIES and self.success.get(item_id, 1.0) < LOW_PERF_SUCCESS
 
-    def _pick_item(self, bucket_items: list[dict]) -> dict:
+    def _pick_item(self, bucket_items: list[dict], rng) -> dict:
         low = np.array([self.is_low_perf(it["id"]) for it in bucket_items])
         n_low = int(low.sum())
         if n_low == 0 or n_low == len(bucket_items):
-            return bucket_items[int(self.rng.integers(len(bucket_items)))]
+            return bucket_items[int(rng.integers(len(bucket_items)))]
         low_mass = min(n_low / len(bucket_items), self.low_perf_cap)
         p = np.where(low, low_mass / n_low, (1 - low_mass) / (len(bucket_items) - n_low))
-        return bucket_items[int(self.rng.choice(len(bucket_items), p=p / p.sum()))]
+        return bucket_items[int(rng.choice(len(bucket_items), p=p / p.sum()))]
 
-    def next_batch(self, step: int, n: int) -> list[dict]:
-        """Draw n prompts for `step` (with replacement across steps, without within a batch when possible)."""
+    def next_batch(self, step: int, n: int, *, seed: int | None = None) -> list[dict]:
+        """Draw n prompts for `step` (with replacement across steps, without within a batch when possible).
+
+        With `seed`, the draw uses a generator of its own (a redraw that must not depend on which process draws
+        it, nor move the sampler's stream); without, the sampler's checkpointed generator."""
         out: list[dict] = []
+        rng = self.rng if seed is None else np.random.Generator(np.random.PCG64(seed))
         ratio = self.seed_ratio(step)
         for _ in range(n):
-            use_seed = self.rng.random() < ratio
+            use_seed = rng.random() < ratio
             source = "seed" if use_seed else "other"
             if not self.sources[source]:
                 source = "other" if source == "seed" else "seed"
@@ -135,13 +139,14 @@ class PrioritySampler:
                 w = np.array([self.by_difficulty.get(b, 0.0) for b in names], dtype=float)
                 if w.sum() <= 0:
                     w = np.ones(len(names))
-                bucket = names[int(self.rng.choice(len(names), p=w / w.sum()))]
-                item = self._pick_item(buckets[bucket])
+                bucket = names[int(rng.choice(len(names), p=w / w.sum()))]
+                item = self._pick_item(buckets[bucket], rng)
             else:
                 items = self.sources[source]
-                item = items[int(self.rng.integers(len(items)))]
+                item = items[int(rng.integers(len(items)))]
             out.append(item)
-        self.draws += n
+        if seed is None:  # seeded redraws are counted by the recipe (sampler/redraws)
+            self.draws += n
         return out
 
     def update(self, item_id: str, success_rate: float) -> None:

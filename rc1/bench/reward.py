@@ -3,7 +3,7 @@
 Targets (issue 4): cache lookups >= 10k/s; calibration on 245 x 7 with 5-fold CV and 200
 bootstrap resamples <= 10 s; judge throughput against the local llama.cpp server reported at
 concurrency 1 and 4 (the server is started for the benchmark and stopped after, unless one runs).
-Options: --set judge=false (skip the server part), --set judge_items=N.
+Options: --no-judge (skip the server part), --judge-items N.
 """
 
 from __future__ import annotations

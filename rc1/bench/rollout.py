@@ -1,4 +1,4 @@
-"""Rollout throughput: `python -m rc1.envs.bench [--base B] [--new-tokens N] [--quick]`.
+"""`rc1 bench rollout`: rollout throughput [--base B] [--new-tokens N] [--quick].
 
 Measures completion tokens/s of `decode_batch` (the rollout decoder) at batch 1 and 8, the same
 work through HF `generate()` for reference, and a GRPO-shaped rollout (8 prompts x 4
@@ -8,8 +8,6 @@ shared machine wall time mostly measures the neighbours.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 
 PROMPTS = ["What is 17 times 23?", "Is the Eiffel Tower taller than the Statue of Liberty?", "Who wrote Hamlet?",
@@ -72,19 +70,3 @@ def run(ws=None, quick: bool = False, base: str = "embedded:smollm2-135m-instruc
               f"{r['tok_per_cpu_s']:9.1f}")
     return {"base": base, "new_tokens": new_tokens, "threads": torch.get_num_threads(), "rows": rows}
 
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base", default="embedded:smollm2-135m-instruct")
-    ap.add_argument("--new-tokens", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
-    out = run(quick=a.quick, base=a.base, new_tokens=a.new_tokens, threads=a.threads)
-    if a.json:
-        print(json.dumps(out))
-
-
-if __name__ == "__main__":
-    main()

@@ -2,8 +2,8 @@
 
 Default: the embedded SmolLM2-135M on 16 items (the shadow set's first items when the workspace
 has one, else freshly generated pool items), at batch size 16, max_new_tokens 48 (as
-configs/local.yaml). `--quick`: 8 items, batch size 8. Options (`--set KEY=VALUE`): model, n,
-batch_sizes (list), max_new_tokens, threads, dtype (fp32 | bf16).
+configs/local.yaml). `--quick`: 8 items, batch size 8. Options: --model, --n, --batch-size
+(repeatable), --max-new-tokens, --threads, --dtype (fp32 | bf16).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ DEFAULT_MODEL = "embedded:smollm2-135m-instruct"
 
 
 def _items(ws: Workspace, n: int) -> tuple[list[dict], str]:
-    from rc1.eval.harness import read_items
+    from rc1.eval.splits import read_items
 
     shadow = ws.path("data/shadow_eval_245.jsonl")
     if shadow.exists():
@@ -48,7 +48,7 @@ def run(ws: Workspace, quick: bool = False, *, model: str = DEFAULT_MODEL, n: in
     if dtype not in ("fp32", "bf16"):
         from rc1.runtime.errors import ConfigError
 
-        raise ConfigError(f"--set dtype={dtype!r}: expected fp32 or bf16")
+        raise ConfigError(f"--dtype {dtype!r}: expected fp32 or bf16")
     torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
     mdl, tok = load_model(cfg, device=torch.device("cpu"), dtype=torch_dtype, for_training=False)
     load_s = time.perf_counter() - t0

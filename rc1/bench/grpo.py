@@ -9,8 +9,13 @@ through the same TrainingRecipe `rc1 train` uses.
 Reported per engine: seconds per step (median), completion tokens per second, peak memory
 (CUDA allocator peak on a GPU, peak RSS on CPU). Target: pure sec/step <= 0.5 x TRL.
 
-Option `learning=true`: accuracy (greedy, exact answer) on 200 held-out arithmetic items before
+Option `learning`: accuracy (greedy, exact answer) on 200 held-out arithmetic items before
 and after `budget_s` seconds of pure-engine GRPO on disjoint training items.
+
+Other bases and methods (`base`, `finetune`, `engines`, `prompts`, `generations`, `max_new_tokens`):
+e.g. `rc1 bench grpo --base random:qwen3-4b --finetune qlora --engines pure_pt --steps 20` times
+20 GRPO steps of a random-weight model of Qwen3-4B's exact shape (rc1.models.shapes) on whatever
+device is there (cuda first), and reports s/step and peak memory.
 """
 
 from __future__ import annotations
@@ -85,7 +90,7 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
     import torch
 
     from rc1.config.load import load_train_config
-    from rc1.engines.recipe import TrainingRecipe
+    from rc1.training.base import make_recipe
     from rc1.runtime.workspace import Workspace
 
     root = Path(tempfile.mkdtemp(prefix=f"rc1-bench-{engine}-"))
@@ -93,12 +98,13 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
         items = arithmetic_items(64, seed=3, prefix="b")
         conf = _workspace(root, items, {"engine": {"name": engine},
                                         "run": {"max_steps": warmup + steps, "threads": threads},
-                                        "model": {"max_new_tokens": work["max_new_tokens"]},
+                                        "model": {"base": work["model"], "max_new_tokens": work["max_new_tokens"]},
+                                        "finetune": {"method": work["finetune"]},
                                         "strategy": {"num_generations": work["completions_per_prompt"],
                                                      "prompts_per_step": work["prompts"]}})
         ws = Workspace(root)
         cfg = load_train_config(conf, ws)
-        recipe = TrainingRecipe(ws, cfg, config_path=str(conf), checkpoints=False)
+        recipe = make_recipe(ws, cfg, config_path=str(conf), checkpoints=False)
         recipe.setup()
         device = getattr(recipe.engine, "device", torch.device("cpu"))
         if device.type == "cuda":
@@ -131,7 +137,7 @@ def _accuracy(model, tokenizer, items: list[dict], batch_size: int = 50) -> floa
 def _learning_check(budget_s: float, threads: int | None) -> dict:
     """Child process: held-out accuracy before / after `budget_s` seconds of pure-engine GRPO."""
     from rc1.config.load import load_train_config
-    from rc1.engines.recipe import TrainingRecipe
+    from rc1.training.base import make_recipe
     from rc1.runtime.workspace import Workspace
 
     held_out = arithmetic_items(200, seed=101, prefix="h")
@@ -141,7 +147,7 @@ def _learning_check(budget_s: float, threads: int | None) -> dict:
         conf = _workspace(root, train, {"run": {"max_steps": 100000, "threads": threads},
                                         "engine": {"name": "pure_pt", "lr": 2e-5}})
         ws = Workspace(root)
-        recipe = TrainingRecipe(ws, load_train_config(conf, ws), config_path=str(conf), checkpoints=False)
+        recipe = make_recipe(ws, load_train_config(conf, ws), config_path=str(conf), checkpoints=False)
         recipe.setup()
         model, tok = recipe.engine.model, recipe.engine.tokenizer
         before = _accuracy(model, tok, held_out)
@@ -182,28 +188,41 @@ def _in_child(fn, *args):
 
 
 def run(ws, quick: bool = False, steps: int | None = None, warmup: int = 1, learning: bool = False,
-        budget_s: float = 600.0, threads: int | None = None, **_ignored) -> dict:
+        budget_s: float = 600.0, threads: int | None = None, base: str | None = None, finetune: str = "full",
+        engines: list[str] | tuple[str, ...] = ("pure_pt", "trl"), prompts: int | None = None,
+        generations: int | None = None, max_new_tokens: int | None = None) -> dict:
     """The full work is 8 prompts x 4 completions x 32 tokens; --quick runs 4 x 4 x 16 for one timed step
     (a smoke run on a slow or shared CPU; the report says which work was measured)."""
     from rc1.runtime.atomic import atomic_write_json
+    from rc1.runtime.errors import ConfigError
 
+    unknown = sorted(set(engines) - {"pure_pt", "trl"})
+    if unknown or not engines:
+        raise ConfigError(f"--engines {','.join(engines)}: expected pure_pt and/or trl")
+    if finetune not in ("full", "lora", "qlora"):
+        raise ConfigError(f"--finetune {finetune!r}: expected full, lora or qlora")
     steps = steps or (1 if quick else 4)
     work = ({"prompts": 4, "completions_per_prompt": 4, "max_new_tokens": 16} if quick else
             {"prompts": 8, "completions_per_prompt": 4, "max_new_tokens": 32})
-    result: dict = {"work": {"model": BASE, "finetune": "full", **work, "single_turn": True, "quick": quick,
-                             "timed_steps": steps, "warmup_steps": warmup}}
+    work.update({k: v for k, v in (("prompts", prompts), ("completions_per_prompt", generations),
+                                   ("max_new_tokens", max_new_tokens)) if v is not None})
+    work.update(model=base or BASE, finetune=finetune)
+    result: dict = {"work": {**work, "single_turn": True, "quick": quick, "timed_steps": steps,
+                             "warmup_steps": warmup}}
     partial = ws.reports / "bench" / "grpo.partial.json"  # survives a run killed half-way
-    pure = _in_child(_run_engine, "pure_pt", steps, warmup, threads, work)
-    atomic_write_json(partial, {**result, "pure": pure})
-    trl = _in_child(_run_engine, "trl", steps, warmup, threads, work)
-    ratio = pure["sec_per_step"] / trl["sec_per_step"]
-    result.update(pure=pure, trl=trl, pure_over_trl_sec_per_step=round(ratio, 3), target="<= 0.5",
-                  target_met=ratio <= 0.5)
+    runs = {}
+    for engine in engines:
+        runs[engine] = _in_child(_run_engine, engine, steps, warmup, threads, work)
+        atomic_write_json(partial, {**result, **{("pure" if k == "pure_pt" else k): v for k, v in runs.items()}})
+    result.update({("pure" if k == "pure_pt" else k): v for k, v in runs.items()})
     print(f"{'engine':8} {'device':6} {'sec/step':>9} {'tok/s':>8} {'peak MB':>9} {'reward':>7}")
-    for r in (pure, trl):
+    for r in runs.values():
         print(f"{r['engine']:8} {r['device']:6} {r['sec_per_step']:9.2f} {r['completion_tokens_per_s']:8.1f} "
               f"{r['peak_memory_mb']:9.0f} {r['mean_reward']:7.3f}")
-    print(f"pure / trl sec/step = {ratio:.3f} (target <= 0.5: {'met' if ratio <= 0.5 else 'NOT met'})")
+    if "pure_pt" in runs and "trl" in runs:
+        ratio = runs["pure_pt"]["sec_per_step"] / runs["trl"]["sec_per_step"]
+        result.update(pure_over_trl_sec_per_step=round(ratio, 3), target="<= 0.5", target_met=ratio <= 0.5)
+        print(f"pure / trl sec/step = {ratio:.3f} (target <= 0.5: {'met' if ratio <= 0.5 else 'NOT met'})")
     if learning:
         lc = _in_child(_learning_check, float(budget_s), threads)
         result["learning"] = lc

@@ -1,0 +1,35 @@
+"""Benchmarks behind `rc1 bench <area>`: numbers that check the speed and memory targets, not asserts.
+
+One module per area, each with `run(ws, quick=False, **options) -> dict` that prints a table and
+returns the result; `run_area` runs one and writes reports/bench/<area>.json.
+
+  data     the data pipeline at production size (build, validate, difficulty)
+  reward   judge cache lookups, calibration time, local judge throughput
+  grpo     pure PyTorch engine vs TRL on identical GRPO steps
+  rollout  rollout decoder throughput vs HF generate()
+  eval     eval episodes/s and generated tokens/s
+  console  console ready time, render and key-press latency
+  distributed  1 process with accumulation vs N processes: equal parameters, s/step
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed")
+
+
+def report_path(ws, area: str) -> Path:
+    return ws.reports / "bench" / f"{area}.json"
+
+
+def run_area(ws, area: str, **options) -> tuple[Path, dict]:
+    """Run benchmark `area` with `options` and write its report; returns (report path, result)."""
+    from rc1.runtime.atomic import atomic_write_json
+
+    if area not in AREAS:
+        raise KeyError(f"unknown benchmark {area!r}; known: {', '.join(AREAS)}")
+    module = importlib.import_module(f"rc1.bench.{area}")
+    result = module.run(ws, **options)
+    return atomic_write_json(report_path(ws, area), result), result

@@ -1,0 +1,104 @@
+"""The training contract: what a strategy hands the recipe, and what it may call on the policy.
+
+    recipe ──Batch──▶ strategy.plan(batch, policy) ──StepPlan──▶ recipe ──▶ engine.backward(plan, scale)
+                                                                        └──▶ engine.optimizer_step()
+
+- `Batch`: the prompts of one step and the seed its rollouts use.
+- `StepPlan` (frozen): the collated tensors, the loss function, how many optimisation passes
+  (`epochs`, PPO's ppo_epochs) the recipe runs over them, the scored rollout (None for SFT) and the
+  rollout metrics. Like torchtune's `Trajectory`/`PPOStats` (torchtune/rlhf/_types.py).
+- `Policy`: exactly what a strategy may call on the engine: roll out, forward (log-probs, entropy,
+  hidden states; policy or reference; under the sampling distribution: temperature and top-p), move
+  tensors to the device, ask for a reference policy, add a trainable module (PPO's value head), and
+  whether its sampler's numerics differ from forward's. Nothing else of the engine is a strategy's business.
+- `Engine`: what the recipe calls. The recipe owns the loop: it runs `plan.epochs` passes of
+  `backward` and steps the optimizer at the end of each gradient-accumulation window (and after each
+  extra epoch), as torchtune's recipes/ppo_full_finetune_single_device.py does.
+
+A loss function is `loss_fn(policy, tensors) -> LossOutput(loss, metrics)`; `loss` is None when the
+step has nothing to learn from (a DPO batch without a preference pair).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from rc1.envs.episode import Episode
+    from rc1.strategies.common import ScoredRollout
+
+Metrics = dict[str, "float | None"]
+
+
+@dataclass(frozen=True)
+class Batch:
+    step: int                    # steps completed before this one
+    items: tuple[dict, ...]      # the prompts (pool items) of this step
+    seed: int                    # seed of this step's rollouts: a function of (run seed, step) alone
+
+
+class ForwardOutput(NamedTuple):
+    logp: "torch.Tensor"                      # [B, T-1] log-probs of input_ids[:, 1:] (0 outside positions)
+    entropy: "torch.Tensor | None" = None     # [B, T-1] when asked for
+    hidden: "torch.Tensor | None" = None      # [B, T-1, H] last hidden states when asked for
+
+
+class LossOutput(NamedTuple):
+    loss: "torch.Tensor | None"
+    metrics: Metrics
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    tensors: Mapping[str, Any]
+    loss_fn: Callable[["Policy", Mapping[str, Any]], LossOutput]
+    epochs: int = 1
+    rollout: "ScoredRollout | None" = None
+    metrics: Metrics = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.epochs < 1:
+            raise ValueError(f"StepPlan.epochs must be >= 1 (got {self.epochs})")
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What a strategy may call on the engine (and nothing else)."""
+
+    tokenizer: Any
+    hidden_size: int
+    sampler_differs: bool   # rollouts sampled with other numerics than forward's (a bf16 copy, an inference engine)
+
+    def rollout(self, items: list[dict], num_generations: int, *, seed: int, greedy: bool = False,
+                max_new_tokens: int | None = None) -> "list[Episode]": ...
+
+    def forward(self, input_ids, attention_mask, *, positions=None, reference: bool = False, hidden: bool = False,
+                entropy: bool | str = False, temperature: float = 1.0, top_p: float = 1.0) -> ForwardOutput: ...
+
+    def to_device(self, obj: Any) -> Any: ...
+
+    def use_reference(self) -> None: ...
+
+    def add_module(self, name: str, module: Any) -> Any: ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the recipe calls (SPEC §6's setup / train step / eval step / state dict, made explicit)."""
+
+    def setup(self, cfg: Any) -> None: ...
+
+    def policy(self) -> Policy: ...
+
+    def backward(self, plan: StepPlan, *, scale: float) -> Metrics: ...
+
+    def optimizer_step(self) -> Metrics: ...
+
+    def eval_step(self, items: list[dict], *, seed: int, max_new_tokens: int | None = None) -> Metrics: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...

@@ -1,0 +1,81 @@
+"""Round 2: the base policy, rolled out as training will roll it out, gives a learning signal.
+
+Reads reports/learning_signal.json (made by `rc1 learning-signal --config P`, rc1.training.signal),
+refuses it unless its sha256 sidecar verifies and its identity is the current config's (model,
+generation settings, group size, sampler, training data and weights), then checks, thresholds from
+the gates config `learning_signal:`
+
+  prompts measured                     >= min_prompts
+  pass rate                            >  pass_rate_min   (a pass rate of 0 is refused)
+  pass@k (k = num_generations)         >= pass_at_k_min
+  truncation rate                      <= truncation_max
+  groups without a correctness signal  <= no_signal_max   (all answers right, or all wrong)
+
+A refusal names the fix that its measurements point to: raise model.max_new_tokens when answers are
+cut off, otherwise easier items or a different model.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rc1.gates.base import Check, GateContext, GateResult
+from rc1.runtime.fingerprint import Evidence, read_sidecar, sha256_file
+
+REPORT = "reports/learning_signal.json"
+
+
+def fixes(rep: dict, cfg, g) -> str:
+    hints = []
+    if rep["truncation_rate"] > g.truncation_max:
+        hints.append(f"raise model.max_new_tokens (now {cfg.model.max_new_tokens}): "
+                     f"{rep['truncation_rate']:.0%} of the answers were cut off")
+    if rep["pass_rate"] <= g.pass_rate_min or rep["pass_at_k"] < g.pass_at_k_min:
+        hints.append("pick easier items (priority_sampling.by_difficulty toward easy, or an easier task mix)")
+        hints.append(f"or use a stronger base model than {cfg.model.base}")
+    return "; ".join(hints)
+
+
+def evaluate(ctx: GateContext) -> GateResult:
+    res = GateResult("learning_signal")
+    g = ctx.gates.learning_signal
+    cfg = ctx.config
+    cmd = f"rc1 learning-signal --config {ctx.config_path or 'P'}"
+    path = ctx.ws.path(REPORT)
+    if cfg is None:
+        res.checks.append(Check("run config", None, "given", False, "the learning signal is measured for a run config"))
+        return res
+    if not path.exists():
+        res.checks.append(Check("learning-signal report", None, "exists", False,
+                                f"{REPORT} missing: run `{cmd}` (base-policy rollouts on the training pool)"))
+        return res
+    digest = sha256_file(path)
+    res.evidence.append(Evidence(ctx.ws.rel(path), digest))
+    side = read_sidecar(path)
+    if side != digest:
+        res.checks.append(Check("learning-signal report sha256", digest[:12], "matches its .sha256 sidecar", False,
+                                "no sidecar" if side is None else "the report was edited after it was written"))
+        return res
+    rep = json.loads(path.read_text())
+    from rc1.training.signal import signal_identity
+
+    ident, settings = signal_identity(ctx.ws, cfg)
+    if rep.get("identity") != ident:
+        changed = sorted(k for k in settings if rep.get("settings", {}).get(k) != settings[k])
+        res.checks.append(Check("learning-signal report is for this config", rep.get("identity", "")[:12],
+                                f"== {ident[:12]}", False,
+                                f"made with other settings ({', '.join(changed) or 'unknown'}): run `{cmd}` again"))
+        return res
+    res.checks.append(Check("learning-signal report is for this config", ident[:12], f"== {ident[:12]}", True,
+                            f"model {settings['model']}, max_new_tokens {settings['max_new_tokens']}, "
+                            f"temperature {settings['temperature']}, {settings['num_generations']} per prompt"))
+    fix = fixes(rep, cfg, g)
+    detail = f"{rep['episodes']} episodes of {rep['prompts']} prompts" + (f"; fix: {fix}" if fix else "")
+    res.checks.append(Check.at_least("prompts measured", rep["prompts"], g.min_prompts))
+    res.checks.append(Check.greater("base pass rate", round(rep["pass_rate"], 4), g.pass_rate_min, detail))
+    res.checks.append(Check.at_least(f"pass@{rep['group_size']}", round(rep["pass_at_k"], 4), g.pass_at_k_min, detail))
+    res.checks.append(Check.at_most("truncation rate", round(rep["truncation_rate"], 4), g.truncation_max, detail))
+    res.checks.append(Check.at_most("groups without a correctness signal", round(rep["no_success_signal_group_frac"], 4),
+                                    g.no_signal_max, "all answers of a prompt right, or all wrong: GRPO learns nothing "
+                                                     "about correctness from them"))
+    return res

@@ -1,0 +1,240 @@
+"""The RL maths of rc1's strategies, as pure functions of tensors (unit-tested with hand-computed numbers).
+
+Conventions: per-token tensors are [B, T] over the shifted sequence (position t scores token t+1);
+`mask` is 1 on the tokens the policy generated (action tokens) and 0 elsewhere.
+
+Group advantages (GRPO / RLOO), G completions per prompt, consecutive in the batch:
+    grpo   A_i = (r_i - mean_g r) / (std + eps)     std per group ("group"), over the batch ("batch"),
+                                                    or 1 ("none", Dr. GRPO)
+    rloo   A_i = r_i - mean_{j != i} r_j
+Each advantage is then multiplied by its item's `advantage_scale` (the difficulty bonus
+1 + beta*(I[hard] - I[easy])): a factor on the rewards of a whole group would cancel in the z-score.
+
+Clipped policy-gradient loss per token (PPO / GRPO), ratio rho = exp(logp - old_logp):
+    l_t = max(-A rho, -A clip(rho, 1 - c, 1 + c))  (+ beta * KL_t)
+aggregated as ("loss_type", as in TRL):
+    token      sum over all action tokens of the batch / their number            (TRL "dapo"/"bnpo")
+    sequence   mean over sequences of each sequence's token mean                 (TRL "grpo")
+    dr_grpo    sum over all action tokens / (B * max_new_tokens)                 (TRL "dr_grpo")
+
+KL(pi || ref) per token, k3 estimator (Schulman): exp(ref - logp) - (ref - logp) - 1  >= 0. It is the
+KL every strategy logs and `target_kl` is compared with: per-token, mean over action tokens, in nats.
+The estimator needs tokens drawn from its FIRST argument's policy.
+
+Sampler / trainer mismatch (a bf16 sampling copy, later a separate inference engine; as TRL does for
+vLLM): tokens were drawn from pi_sampler, the loss treats them as drawn from pi_old (the trainer's
+numerics). Each token's policy-gradient term is weighted by the truncated importance ratio
+    w_t = min(pi_old(a_t) / pi_sampler(a_t), C)          C = strategy.importance_sampling_cap
+and `sampler_mismatch_kl` = k3 KL(pi_sampler || pi_old) over the action tokens (tokens ~ pi_sampler).
+
+Multi-turn episodes split into one sample per model turn (rc1.envs.env split_turns): `episode` maps each
+row to its episode (rows of an episode consecutive, in turn order). GAE runs over an episode's action
+tokens across its rows; the "sequence" and "dr_grpo" aggregations count episodes, not rows.
+
+GAE over each episode's action tokens (environment tokens between turns are skipped, not zeroed):
+    delta_t = r_t + gamma V_{t'} - V_t,   A_t = delta_t + gamma lambda A_{t'}     (t' = next action token,
+                                                                                  in the next row of the same
+                                                                                  episode when split)
+
+DPO (sigmoid loss, Rafailov et al.), sequence log-probs summed over action tokens:
+    loss = -log sigmoid(beta * ((pi(c) - ref(c)) - (pi(r) - ref(r))))
+
+Adaptive KL coefficient (Ziegler et al. 2019):
+    coef <- coef * (1 + clip(KL / target - 1, -0.2, 0.2) * n / horizon)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple
+
+ADV_EPS = 1e-4
+KL_HORIZON = 10000
+KL_CLIP = 0.2
+
+ScaleRewards = Literal["group", "batch", "none"]
+LossType = Literal["token", "sequence", "dr_grpo"]
+
+
+def masked_mean(x, mask):
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def k3_kl(logp, ref_logp):
+    """Per-token KL(pi || ref) estimator exp(r - l) - (r - l) - 1 (non-negative, unbiased)."""
+    import torch
+
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1.0
+
+
+def grpo_advantages(rewards, group_size: int, scale: ScaleRewards = "group", *, eps: float = ADV_EPS):
+    """Group-relative advantages of rewards [B] (groups of `group_size` consecutive completions)."""
+    g = rewards.view(-1, group_size)
+    centred = g - g.mean(1, keepdim=True)
+    if scale == "group":
+        centred = centred / (g.std(1, keepdim=True) + eps)
+    elif scale == "batch":
+        centred = centred / (rewards.std() + eps)
+    elif scale != "none":
+        raise ValueError(f"scale_rewards {scale!r}: expected group, batch or none")
+    return centred.reshape(-1)
+
+
+def rloo_advantages(rewards, group_size: int):
+    """Leave-one-out baseline: A_i = r_i - mean of the other completions of the same prompt."""
+    g = rewards.view(-1, group_size)
+    baseline = (g.sum(1, keepdim=True) - g) / (group_size - 1)
+    return (g - baseline).reshape(-1)
+
+
+def clipped_pg(logp, old_logp, advantages, clip: float):
+    """Per-token clipped surrogate loss and ratio. advantages: [B] (one per sequence) or [B, T]."""
+    import torch
+
+    ratio = torch.exp(logp - old_logp)
+    adv = advantages.unsqueeze(1) if advantages.dim() == 1 and logp.dim() == 2 else advantages
+    loss = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - clip, 1 + clip))
+    return loss, ratio
+
+
+def per_episode_sum(row_values, episode=None):
+    """Sum of per-row values [B] per episode ([E]; each row its own episode when `episode` is None)."""
+    if episode is None:
+        return row_values
+    n = int(episode.max()) + 1 if episode.numel() else 0
+    return row_values.new_zeros(n).index_add(0, episode, row_values)
+
+
+def aggregate(per_token, mask, loss_type: LossType = "token", max_new_tokens: int | None = None, episode=None):
+    """Reduce a per-token loss to a scalar (see the module docstring for the three types)."""
+    if loss_type == "token":
+        return masked_mean(per_token, mask)
+    if loss_type == "sequence":
+        sums = per_episode_sum((per_token * mask).sum(1), episode)
+        counts = per_episode_sum(mask.sum(1), episode)
+        return (sums / counts.clamp(min=1.0)).mean()
+    if loss_type == "dr_grpo":
+        if not max_new_tokens:
+            raise ValueError("loss_type dr_grpo needs max_new_tokens")
+        episodes = mask.shape[0] if episode is None else int(episode.max()) + 1
+        return (per_token * mask).sum() / (episodes * max_new_tokens)
+    raise ValueError(f"loss_type {loss_type!r}: expected token, sequence or dr_grpo")
+
+
+def truncated_is_weight(old_logp, sample_logp, cap: float):
+    """Per-token min(pi_old / pi_sampler, cap): the sampler-mismatch correction (module docstring)."""
+    import torch
+
+    return torch.exp(old_logp - sample_logp).clamp(max=cap)
+
+
+class GRPOLoss(NamedTuple):
+    loss: Any    # scalar: pg + beta * kl, aggregated by loss_type
+    pg: Any      # [B, T] clipped policy loss per token (times the IS weight when given)
+    kl: Any      # [B, T] k3 KL toward the reference per token (None without a reference)
+    ratio: Any   # [B, T] pi / pi_old per token
+
+
+def grpo_token_loss(logp, old_logp, advantages, mask, clip: float, beta: float = 0.0, ref_logp=None,
+                    loss_type: LossType = "token", max_new_tokens: int | None = None, *, is_weight=None,
+                    episode=None) -> GRPOLoss:
+    """GRPO's loss on per-token log-probs [B, T], one advantage per row [B], action mask [B, T].
+
+    loss_type "token" equals TRL's "bnpo" (and "dapo" when a generation batch is one micro-batch);
+    "sequence" is TRL's "grpo"; "dr_grpo" is TRL's "dr_grpo" (tests/training/test_losses_vs_trl.py).
+    The KL term is beta * k3 without TRL 1.16's importance-ratio factor (use_bias_correction_kl):
+    the same loss value on-policy, a different KL gradient off-policy. `is_weight` (truncated
+    importance weights, see truncated_is_weight) multiplies the policy-gradient term per token."""
+    pg, ratio = clipped_pg(logp, old_logp, advantages, clip)
+    if is_weight is not None:
+        pg = pg * is_weight
+    kl = k3_kl(logp, ref_logp) if ref_logp is not None else None
+    per_token = pg + beta * kl if (kl is not None and beta > 0) else pg
+    return GRPOLoss(aggregate(per_token, mask, loss_type, max_new_tokens, episode=episode), pg, kl, ratio)
+
+
+class PPOLosses(NamedTuple):
+    loss: Any    # scalar: masked_mean(pg) + vf_coef * masked_mean(vf) (the entropy bonus is the caller's)
+    pg: Any      # [B, T] clipped policy loss per token (times the IS weight when given)
+    vf: Any      # [B, T] clipped value loss per token
+    ratio: Any   # [B, T] pi / pi_old per token
+
+
+def ppo_losses(logp, old_logp, advantages, values, old_values, returns, mask, *, clip: float,
+               cliprange_value: float, vf_coef: float, is_weight=None) -> PPOLosses:
+    """PPO's clipped policy loss and clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2), token means."""
+    pg, ratio = clipped_pg(logp, old_logp, advantages, clip)
+    if is_weight is not None:
+        pg = pg * is_weight
+    vf = clipped_value_loss(values, old_values, returns, cliprange_value)
+    return PPOLosses(masked_mean(pg, mask) + vf_coef * masked_mean(vf, mask), pg, vf, ratio)
+
+
+def gae(rewards, values, mask, gamma: float, lam: float, episode=None):
+    """(advantages, returns) by GAE over the action tokens of each episode: each row, or the consecutive
+    rows `episode` gives the same index (a split episode's turns, in order). See the module docstring."""
+    import torch
+
+    adv = torch.zeros_like(rewards)
+    B = rewards.shape[0]
+    ep = list(range(B)) if episode is None else episode.tolist()
+    chains: list[list[tuple[int, int]]] = []
+    for b in range(B):
+        if b == 0 or ep[b] != ep[b - 1]:
+            chains.append([])
+        chains[-1] += [(b, i) for i in torch.nonzero(mask[b] > 0).flatten().tolist()]
+    for chain in chains:
+        last_gae, next_value = 0.0, 0.0
+        for b, i in reversed(chain):
+            delta = rewards[b, i] + gamma * next_value - values[b, i]
+            last_gae = delta + gamma * lam * last_gae
+            adv[b, i] = last_gae
+            next_value = values[b, i]
+    return adv, adv + values * mask
+
+
+def whiten(x, mask, eps: float = 1e-8):
+    """(x - mean) / std over the masked entries; 0 outside the mask."""
+    mean = masked_mean(x, mask)
+    var = masked_mean((x - mean) ** 2, mask)
+    return (x - mean) * (var + eps).rsqrt() * mask
+
+
+def clipped_value_loss(values, old_values, returns, clip: float):
+    """Per-token 0.5 * max((V - R)^2, (clip(V, V_old +- c) - R)^2)."""
+    import torch
+
+    v_clipped = old_values + torch.clamp(values - old_values, -clip, clip)
+    return 0.5 * torch.maximum((values - returns) ** 2, (v_clipped - returns) ** 2)
+
+
+class DPOLoss(NamedTuple):
+    loss: Any     # scalar: mean over pairs of -log sigmoid(beta * margin)
+    margin: Any   # [n_pairs] implicit reward margin (log-ratio of chosen minus log-ratio of rejected)
+    delta: Any    # [rows, T] masked per-token log pi - log ref
+
+
+def dpo_loss(logp, ref_logp, mask, n_pairs: int, beta: float, episode=None) -> DPOLoss:
+    """Sigmoid DPO loss; episodes 0..n-1 are the chosen ones, n..2n-1 their rejected partners (a split
+    episode's rows are summed into its episode). Sequence log-probs: sums over the action mask."""
+    import torch.nn.functional as F
+
+    delta = (logp - ref_logp) * mask
+    seq = per_episode_sum(delta.sum(1), episode)
+    margin = seq[:n_pairs] - seq[n_pairs:]
+    return DPOLoss(-F.logsigmoid(beta * margin).mean(), margin, delta)
+
+
+class AdaptiveKLController:
+    """The KL coefficient that holds the measured KL near `target` (fixed when target is None)."""
+
+    def __init__(self, init_kl_coef: float, target: float | None, horizon: int = KL_HORIZON):
+        self.value = init_kl_coef
+        self.target = target
+        self.horizon = horizon
+
+    def update(self, current_kl: float, n_steps: int) -> None:
+        if self.target is None:
+            return
+        err = min(max(current_kl / self.target - 1.0, -KL_CLIP), KL_CLIP)
+        self.value *= 1.0 + err * n_steps / self.horizon

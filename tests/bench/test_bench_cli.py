@@ -1,0 +1,46 @@
+"""`rc1 bench <area>`: every benchmark lives in rc1.bench behind one command, with typed options."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rc1.bench import AREAS
+from rc1.cli.main import app
+
+RC1 = Path(__file__).resolve().parents[2] / "rc1"
+
+
+def test_every_area_is_a_bench_command():
+    out = CliRunner().invoke(app, ["bench", "--help"]).output
+    for area in AREAS:
+        assert re.search(rf"^\s*│?\s*{area}\b", out, re.M), (area, out)
+    assert set(AREAS) == {p.stem for p in (RC1 / "bench").glob("*.py")} - {"__init__"}
+
+
+def test_benches_live_only_in_rc1_bench_and_nothing_uses_argparse():
+    stray = [p for p in RC1.rglob("bench.py")]
+    assert stray == [], stray
+    users = [p for p in RC1.rglob("*.py") if re.search(r"^\s*(import argparse|from argparse)", p.read_text(), re.M)]
+    assert users == [], users
+
+
+def test_a_bench_command_writes_its_report(tmp_path):
+    res = CliRunner().invoke(app, ["--workdir", str(tmp_path), "bench", "reward", "--quick", "--no-judge"])
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "reports/bench/reward.json").read_text())
+    assert report["cache"]["lookups_per_s"] > 0 and "judge" not in report
+    assert "wrote reports/bench/reward.json" in res.output
+
+
+def test_bad_bench_options_are_one_line_config_errors(tmp_path):
+    for args, msg in ((["grpo", "--engines", "pure_pt,deepspeed"], "--engines pure_pt,deepspeed"),
+                      (["eval", "--dtype", "fp8", "--model", "random:qwen3-tiny", "--n", "1"], "--dtype 'fp8'")):
+        res = CliRunner().invoke(app, ["--workdir", str(tmp_path), "bench", *args])
+        assert res.exit_code == 2, (args, res.output)
+        assert msg in res.output, (args, res.output)
+    res = CliRunner().invoke(app, ["bench", "nope"])
+    assert res.exit_code == 2 and "No such command" in res.output
