@@ -26,13 +26,13 @@ from __future__ import annotations
 import logging
 import time
 
+from rc1.rewards.cache import TRAIN_RUN_PREFIX
 from rc1.rewards.judge import (JudgeClient, JudgeRequest, JudgeRequestError, JudgeScore, dims_messages,
                                grading_method, reference_text)
 from rc1.runtime.errors import ConfigError, Rc1Error
 
 log = logging.getLogger("rc1.rewards.live")
 
-TRAIN_RUN_PREFIX = "train-"
 TRAIN_STATS_PATH = "reports/judge_stats_train.json"
 LOCAL_RUBRIC_NOTE = ("judge method reference_match cannot grade rubric dimensions: the local judge "
                      "(SmolLM2-135M) matches answers to the reference; its 0-10 grades did not separate correct "
