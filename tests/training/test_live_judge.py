@@ -227,3 +227,27 @@ def test_grades_are_requested_concurrently_within_the_bound(tmp_path, tiny_model
     (rec,) = records(ws)
     # 18 samples x 50 ms, 3 in flight: about 0.3 s of judge time in the step, not 0.9 s
     assert rec["judge/seconds"] < EPISODES * K * 0.05 * 0.8
+
+
+@pytest.mark.judge
+def test_hybrid_with_the_real_local_judge_grades_live_and_says_its_grades_are_plumbing(tmp_path, tiny_model_dir,
+                                                                                      caplog):
+    """The embedded local judge (llama.cpp + SmolLM2-135M) in the training loop: the rubric prompt with a grammar,
+    live calls and per-step figures. Its rubric grades are not discriminative, and the run says so."""
+    from rc1.rewards.judge_server import start_judge, stop_judge
+
+    ws = Workspace(tmp_path)
+    conf = make_workspace(ws.root, tiny_model_dir, max_steps=2, save_steps=100, extra={
+        "reward.source": "hybrid",
+        "scorer": {"provider": "local", "samples": 3, "concurrency": 2, "timeout_s": 120}})
+    start_judge(ws, n_ctx=1024)
+    try:
+        with caplog.at_level("WARNING", logger="rc1.rewards.live"):
+            recipe = run(ws, conf)
+    finally:
+        stop_judge(ws)
+    recs = records(ws)
+    assert [r["judge/live"] for r in recs] == [EPISODES * K] * 2 and all(r["judge/seconds"] > 0 for r in recs)
+    assert "cannot grade rubric dimensions" in caplog.text
+    end = read_training_end(ws, recipe.cfg)
+    assert "not a discriminative reward" in end["judge"]["note"]
