@@ -509,6 +509,9 @@ class TrainConfig(Strict):
                                              gradient_accumulation=self.run.gradient_accumulation)
         if why:
             raise ValueError(f"engine: {why}")
+        if self.engine.name != "pure_pt" and self.reward.judge_dimensions():
+            raise ValueError(f"reward.source: {self.reward.source} (the judge in the reward loop) runs on engine "
+                             f"pure_pt; engine {self.engine.name}'s loop does not stop on judge faults and budgets")
         if self.base_model is not None and self.base_model != self.model.base:
             raise ValueError(f"base_model {self.base_model!r} disagrees with model.base {self.model.base!r}")
         if self.data.max_length <= self.model.max_new_tokens:

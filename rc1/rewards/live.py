@@ -168,14 +168,16 @@ class TrainingJudge:
                 "judge/billable_tokens_total": t["billable_tokens"], "judge/cost_total": t["cost"],
                 "judge/calls_total": t["calls"], "judge/unstable_total": t["unstable"]}
 
-    def budget_exceeded(self) -> str | None:
-        """Why the run must stop for its judge budget, or None."""
+    def budget_exceeded(self, billable_tokens: int | None = None, cost: float | None = None) -> str | None:
+        """Why the run must stop for its judge budget, or None (default: this judge's own totals)."""
         sc = self.cfg.scorer
-        if sc.max_billable_tokens is not None and self.totals["billable_tokens"] >= sc.max_billable_tokens:
-            return (f"judge budget reached: {self.totals['billable_tokens']} billable tokens >= "
-                    f"scorer.max_billable_tokens {sc.max_billable_tokens}")
-        if sc.max_cost is not None and self.totals["cost"] >= sc.max_cost:
-            return f"judge budget reached: cost {self.totals['cost']:.4f} >= scorer.max_cost {sc.max_cost:g}"
+        tokens = self.totals["billable_tokens"] if billable_tokens is None else billable_tokens
+        cost = self.totals["cost"] if cost is None else cost
+        if sc.max_billable_tokens is not None and tokens >= sc.max_billable_tokens:
+            return (f"judge budget reached: {tokens} billable tokens >= scorer.max_billable_tokens "
+                    f"{sc.max_billable_tokens}")
+        if sc.max_cost is not None and cost >= sc.max_cost:
+            return f"judge budget reached: cost {cost:.4f} >= scorer.max_cost {sc.max_cost:g}"
         return None
 
     def summary(self) -> dict:

@@ -164,8 +164,15 @@ class RecipeBase:
                  cfg.scorer.samples, cfg.scorer.concurrency)
         return judge
 
-    def stop_for_judge_budget(self) -> None:
-        why = self.judge.budget_exceeded() if self.judge is not None else None
+    def stop_for_judge_budget(self, record: dict) -> None:
+        """Stop after this step when the run's judge calls (every rank's: the merged record's totals, the same on
+        every rank) reached a budget."""
+        if self.judge is None:
+            return
+        self.judge_global = {"billable_tokens": record.get("judge/billable_tokens_total", 0),
+                             "cost": record.get("judge/cost_total", 0.0), "calls": record.get("judge/calls_total", 0),
+                             "unstable": record.get("judge/unstable_total", 0)}
+        why = self.judge.budget_exceeded(self.judge_global["billable_tokens"], self.judge_global["cost"])
         if why and self.stop_reason is None:
             log.warning("stopping: %s", why)
             self.stop_detail = why

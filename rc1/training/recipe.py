@@ -99,7 +99,7 @@ class TrainingRecipe(RecipeBase):
             if hasattr(cb, "load_state_dict") and type(cb).__name__ in state.get(ckpt.KEY_CALLBACKS, {}):
                 cb.load_state_dict(state[ckpt.KEY_CALLBACKS][type(cb).__name__])
         recipe_state = state.get(ckpt.KEY_RECIPE, {})
-        if self.judge is not None:
+        if self.judge is not None and self.dist.is_main:  # the run's totals restart on rank 0; the others add theirs
             self.judge.load_state_dict(recipe_state.get("judge", {}))
         self.accum_position = int(recipe_state.get("accum_position", 0))
         self.feedback = [tuple(f) for f in recipe_state.get("feedback", [])]
@@ -147,7 +147,7 @@ class TrainingRecipe(RecipeBase):
                 self.finish()
                 raise
             except JudgeFault as exc:  # no grade for an episode: never a 0, never a fallback; stop where resumable
-                if not self.at_window_boundary:
+                if not self.at_window_boundary or self.dist.distributed:  # one rank's fault: no collective save
                     raise
                 self.undo_step(before)
                 log.error("stopping: %s", exc.message)
@@ -179,11 +179,19 @@ class TrainingRecipe(RecipeBase):
             record["time/rollout_s"] = t_rollout  # generation + scoring + reference pass
             record = self.end_iteration(record, closes_window)
             self.watch(record)
-            self.stop_for_judge_budget()
+            self.stop_for_judge_budget(record)
             self.on_step_end(record)
         if self.window:  # the run ended inside a multi-epoch window: finish its epochs on what it holds
             self.close_window(accum)
         return self.finish()
+
+    def judge_state(self) -> dict:
+        """The run's judge totals over every rank (single process: this judge's own)."""
+        if self.judge is None:
+            return {}
+        if self.dist.distributed:
+            return {**self.judge.state_dict(), **getattr(self, "judge_global", {})}
+        return self.judge.state_dict()
 
     def step_snapshot(self):
         """What a step changes before it trains (the sampler's stream, the RNGs, sampler feedback), kept so a step
@@ -301,7 +309,7 @@ class TrainingRecipe(RecipeBase):
                                  if hasattr(cb, "state_dict")},
             ckpt.KEY_RECIPE: {"accum_position": self.accum_position, "monitors": self.monitor_state(),
                               "feedback": list(self.feedback), "window_kls": list(self.window_kls),
-                              "judge": self.judge.state_dict() if self.judge is not None else {}},
+                              "judge": self.judge_state()},
         }
         writers = {ckpt.TRAINER_STATE_FILE: ckpt.torch_writer(trainer_state)}
         if weights is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from rc1.config.schema import ProviderSection, ScorerSection
