@@ -153,6 +153,8 @@ class TrainingRecipe(RecipeBase):
                 log.error("stopping: %s", exc.message)
                 self.stop_reason, self.stop_detail = exc.reason, exc.message
                 self.finish()
+                exc.lines.append(f"training stopped ({exc.reason}) at step {self.step} with its checkpoint; "
+                                 "`rc1 resume` continues (the step is replayed, the grades given served from the cache)")
                 raise
             plan = self.strategy.plan(batch, rollout)
             record.update(plan.metrics)

@@ -251,3 +251,32 @@ def test_hybrid_with_the_real_local_judge_grades_live_and_says_its_grades_are_pl
     assert "cannot grade rubric dimensions" in caplog.text
     end = read_training_end(ws, recipe.cfg)
     assert "not a discriminative reward" in end["judge"]["note"]
+
+
+def test_cli_judge_killed_mid_run_then_rc1_resume_continues(tmp_path, tiny_model_dir, judge_server):
+    """As the operator sees it: `rc1 train` stops with the reason and a checkpoint when the judge goes away,
+    `rc1 resume` continues once it is back, and assert-live reads the training-time window."""
+    from typer.testing import CliRunner
+
+    from rc1.cli.main import app
+    from tests.helpers.workspace import to_round2_pass
+
+    ws = Workspace(tmp_path)
+    conf = judge_workspace(ws.root, tiny_model_dir, judge_server, max_steps=3, save_steps=100)
+    to_round2_pass(ws, conf)
+
+    def cli(*args):
+        return CliRunner().invoke(app, ["--workdir", str(ws.root), *args])
+
+    judge_server.down_after = 1 + EPISODES * K + 2
+    res = cli("train", "--config", str(conf))
+    assert res.exit_code == 1 and "did not answer" in res.output
+    assert "training stopped (judge_unavailable) at step 1" in res.output and "rc1 resume" in res.output
+    assert read_training_end(ws)["reason"] == "judge_unavailable"
+    assert read_latest(ws.path("checkpoints/t")).name == "step_00001"
+    judge_server.down, judge_server.down_after = False, None
+    res = cli("resume", "--config", str(conf))
+    assert res.exit_code == 0, res.output
+    assert read_training_end(ws)["reason"] == "completed" and [r["step"] for r in records(ws)] == [1, 2, 3]
+    res = cli("reward", "assert-live", "--cache-hit-lt", "0.10", "-c", str(conf))
+    assert res.exit_code == 0 and "training scoring" in res.output, res.output
