@@ -19,7 +19,8 @@ Two grading methods (`scorer.method`; `auto` picks per endpoint):
 
 Rubric dimensions (training with reward.source judge or hybrid, rc1.rewards.live): ONE prompt per episode
 asks for a 0-10 grade of each judged dimension (`dimension: grade` lines, versioned by RUBRIC_DIMS_VERSION,
-which is part of the cache key); a reply must grade every asked dimension within 0-10, else the sample failed.
+which is part of the cache key); a reply must grade every asked dimension within 0-10, else it is asked again
+(up to scorer.max_retries, every try billed) and the sample failed when none did.
 K samples -> per-dimension median; the score's variance is the largest per-dimension variance. This is the
 `grade` method whatever `scorer.method` says: reference_match matches answers, it cannot grade reasoning or
 clarity (SmolLM2-135M's rubric grades are not discriminative; rc1 says so when training with it).
@@ -483,18 +484,28 @@ class JudgeClient:
             res = SampleResult(k, score, "cache", "ok" if score is not None else "failed", reply=reply["text"][:200],
                                error=why, grades=grades)
         else:
-            try:
-                reply, usage, attempts, n429, latency = self._call(messages, params)
-            except _GiveUp as g:
-                res = SampleResult(k, None, "live", "error", attempts=g.attempts, n429=g.n429, error=str(g))
-            else:
+            # a rubric reply without every grade is asked again (up to scorer.max_retries): a sampled judge may
+            # answer properly the next time; the tokens of every try are billed
+            tries = 1 + (self.scorer.max_retries if dims else 0)
+            spent = {"prompt_tokens": 0, "completion_tokens": 0, "attempts": 0, "n429": 0}
+            for _ in range(tries):
+                try:
+                    reply, usage, attempts, n429, latency = self._call(messages, params)
+                except _GiveUp as g:
+                    res = SampleResult(k, None, "live", "error", attempts=spent["attempts"] + g.attempts,
+                                       n429=spent["n429"] + g.n429, prompt_tokens=spent["prompt_tokens"],
+                                       completion_tokens=spent["completion_tokens"], error=str(g))
+                    break
+                spent["prompt_tokens"] += usage.get("prompt_tokens", 0)
+                spent["completion_tokens"] += usage.get("completion_tokens", 0)
+                spent["attempts"] += attempts
+                spent["n429"] += n429
                 score, why, grades = self._grade(reply, forced, dims)
                 res = SampleResult(k, score, "live", "ok" if score is not None else "failed", latency_s=latency,
-                                   prompt_tokens=usage.get("prompt_tokens", 0),
-                                   completion_tokens=usage.get("completion_tokens", 0), attempts=attempts,
-                                   n429=n429, reply=reply["text"][:200], error=why, grades=grades)
+                                   reply=reply["text"][:200], error=why, grades=grades, **spent)
                 if score is not None:  # only good answers are cached
                     self.store.put(key, _to_cache(reply, forced), usage)
+                    break
         if res.error:
             log.warning("judge %s, %s sample %d: %s", self.provider.name, item_id, k, res.error)
         self.store.record(LedgerRow(self.run_id, self.provider.name, self.provider.model, item_id, k, key,

@@ -280,3 +280,24 @@ def test_cli_judge_killed_mid_run_then_rc1_resume_continues(tmp_path, tiny_model
     assert read_training_end(ws)["reason"] == "completed" and [r["step"] for r in records(ws)] == [1, 2, 3]
     res = cli("reward", "assert-live", "--cache-hit-lt", "0.10", "-c", str(conf))
     assert res.exit_code == 0 and "training scoring" in res.output, res.output
+
+
+def test_a_bad_rubric_reply_is_asked_again_and_billed(tmp_path, judge_server):
+    from rc1.rewards.live import TrainingJudge
+    from tests.helpers.items import arithmetic_items
+    from types import SimpleNamespace
+
+    ws = Workspace(tmp_path)
+    conf = judge_workspace(ws.root, tmp_path, judge_server, scorer={"samples": 1, "max_retries": 2})
+    cfg = load_train_config(conf, ws)
+    judge = TrainingJudge(ws, cfg)
+    judge_server.script = [("ok", "reasoning: 7"), ("ok", "grounding: 99"), ("ok", "")]  # 3 tries, none graded
+    item = arithmetic_items(1)[0]
+    ep = SimpleNamespace(model_text="ANSWER: 5", clarifications=0)
+    with pytest.raises(JudgeGradeFailed, match="empty reply"):
+        judge.grade([item], [ep])
+    figures = judge.step_figures()
+    assert figures["judge/failed"] == 1 and figures["judge/billable_tokens"] == 3 * USAGE["total_tokens"]
+    judge_server.script = [("ok", "clarity: 5")]  # one bad reply, then the judge answers properly
+    (sc,) = judge.grade([item], [ep])
+    assert sc.ok and set(sc.dims) == set(judge.dims) and sc.samples[0].prompt_tokens == 2 * USAGE["prompt_tokens"]
