@@ -7,6 +7,7 @@ prompt (it reads "Reference answer:" and "Response:" from the user turn, as an o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -35,11 +36,13 @@ def constant_judge(text: str = "7"):
 
 
 def random_judge(seed: int = 0):
-    rng, lock = random.Random(seed), threading.Lock()
+    """A grade drawn at random for each (reference, response) pair: unrelated to correctness, and the same
+    whatever order concurrent requests arrive in (a shared stream of draws made the verdict order-dependent)."""
 
     def judge(body):
-        with lock:
-            return str(rng.randint(0, 10))
+        user = body["messages"][-1]["content"]
+        pair = f"{seed}|{_REF.search(user).group(1)}|{_RESP.search(user).group(1)}"
+        return str(random.Random(hashlib.sha256(pair.encode()).digest()).randint(0, 10))
     return judge
 
 
