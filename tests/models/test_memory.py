@@ -22,7 +22,8 @@ from rc1.models.memory import (
 )
 from rc1.models.shapes import QWEN3_4B
 
-CAL = Calibration(overhead_bytes=0.5 * GB, layer_gc=2.0, layer_nogc=1.0, logits_copies=3.0, source="test")
+CAL = Calibration(overhead_bytes=0.5 * GB, layer_gc=2.0, layer_nogc=1.0, logits_copies=3.0,
+                  embedding_grad_copies=2.0, source="test")
 P = QWEN3_4B.params
 
 
