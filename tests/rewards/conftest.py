@@ -1,8 +1,9 @@
 """A scripted OpenAI-compatible fault server (stdlib http.server on 127.0.0.1, in a thread).
 
 `script` is a list of actions served in order, one per request; after it runs out, every request
-gets a good completion. Actions: ("ok", text) | ("429", retry_after) | ("503",) | ("hang", seconds)
-| ("badjson",) | ("401",) | ("400",).
+gets a good completion: `responder(body)` when set (a judge from tests/helpers/judges.py), else
+`default_text`. Actions: ("ok", text) | ("ok", text, logprobs) | ("429", retry_after) | ("503",)
+| ("hang", seconds) | ("badjson",) | ("empty",) (HTTP 200 with an empty body) | ("401",) | ("400",).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class FaultServer:
         self.requests: list[dict] = []
         self.times: list[float] = []
         self.default_text = "7"
+        self.responder = None  # body -> reply text, or (text, [(token, logprob), ...])
+        self.usage = USAGE  # None: the server reports no usage
         self.inflight = 0
         self.delay = 0.0  # seconds before each good answer (to observe concurrency)
         self.max_inflight = 0
@@ -41,7 +44,11 @@ class FaultServer:
                 with server._lock:
                     server.requests.append(body)
                     server.times.append(time.monotonic())
-                    action = server.script.pop(0) if server.script else ("ok", server.default_text)
+                    action = server.script.pop(0) if server.script else None
+                if action is None:
+                    reply = server.responder(body) if server.responder else server.default_text
+                    action = ("ok", *reply) if isinstance(reply, tuple) else ("ok", reply)
+                with server._lock:
                     server.inflight += 1
                     server.max_inflight = max(server.max_inflight, server.inflight)
                 try:
@@ -54,7 +61,7 @@ class FaultServer:
                 kind = action[0]
                 if kind == "ok":
                     time.sleep(server.delay)
-                    self._send(200, _completion(action[1]))
+                    self._send(200, _completion(*action[1:], usage=server.usage))
                 elif kind == "429":
                     self._send(429, {"error": {"message": "slow down", "type": "rate_limit"}},
                                {"Retry-After": str(action[1])})
@@ -66,6 +73,11 @@ class FaultServer:
                         self._send(200, _completion("5"))
                     except OSError:
                         pass
+                elif kind == "empty":
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", "0")
+                    self.end_headers()
                 elif kind == "badjson":
                     raw = b'{"id": "x", "choices": [ {"message": '
                     self.send_response(200)
@@ -96,10 +108,16 @@ class FaultServer:
         self.httpd.server_close()
 
 
-def _completion(text):
+USAGE = {"prompt_tokens": 40, "completion_tokens": 1, "total_tokens": 41}
+
+
+def _completion(text, logprobs=None, usage=USAGE):
+    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+    if logprobs is not None:
+        choice["logprobs"] = {"content": [{"token": t, "logprob": lp, "bytes": None, "top_logprobs": []}
+                                          for t, lp in logprobs]}
     return {"id": "cmpl-1", "object": "chat.completion", "created": int(time.time()), "model": "fault-model",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 40, "completion_tokens": 1, "total_tokens": 41}}
+            "choices": [choice], "usage": usage}
 
 
 @pytest.fixture
