@@ -697,6 +697,9 @@ class TrainingDoneGate(Strict):
 
 class ResourcesGate(Strict):
     min_free_disk_gb: float = Field(50.0, ge=0)
+    memory_max_fraction: float = Field(
+        0.90, gt=0, le=1, description="a training step's estimated peak may use at most this share of the device's "
+                                      "memory (RAM on a CPU, GPU memory on CUDA, the MPS working set)")
 
 
 class ShadowRunGate(Strict):
