@@ -28,6 +28,7 @@ from rc1.runtime.workspace import Workspace
 log_name = "rc1.pipeline"
 TIMINGS = "reports/rc1/pipeline_timings.json"
 INTERRUPT_GRACE_S = 180  # a training step on a laptop CPU plus its checkpoint
+DEV_BASE_RESPONSES = "data/responses_dev_base.jsonl"  # `rc1 reward base-answers` (rc1.rewards.responses.DEV_BASE_TAG)
 
 
 class StageFailed(Rc1Error):
@@ -90,10 +91,12 @@ class Pipeline:
             return False
         return rep.get("identity") == signal_identity(self.ws, self.cfg)[0]
 
-    def training_progress(self) -> tuple[int, int] | None:
+    def training_progress(self, seed_index: int = 0) -> tuple[int, int] | None:
+        """(step, max_steps) of training run `seed_index`, from its newest metrics line."""
         from rc1.runtime.metrics import last_metrics
 
-        recs = [r for r in last_metrics(self.ws.metrics_path, 5) if isinstance(r.get("step"), int)]
+        recs = [r for r in last_metrics(self.ws.metrics_path, 20) if isinstance(r.get("step"), int)
+                and r.get("seed_index", 0) == seed_index]
         return (recs[-1]["step"], self.cfg.run.max_steps) if recs else None
 
     # ---------------------------------------------------------------- stages
@@ -108,6 +111,7 @@ class Pipeline:
         mix = ",".join(f"{k}:{v}" for k, v in cfg.datasets.mix.items())
         target = ",".join(f"{k}:{v}" for k, v in pool.difficulty_target.items())
         base = cfg.model.base
+        turns = ["--max-turns", str(cfg.eval.shadow_run_max_turns)] if cfg.eval.shadow_run_max_turns else []
         from rc1.data.applicability import v1_required
 
         build_args = ["--config", c, "--n", str(pool.n), "--mix", mix, "--max-turns", str(pool.max_turns),
@@ -142,11 +146,15 @@ class Pipeline:
                   lambda: past()),
             Stage("scorer: live probe", ["reward", "probe", "--config", c, "--n", "8", "--provider",
                                          cfg.scorer.provider, "--live"], lambda: past() or self.state_at_least("round1")),
+            # The base model answers the dev split once (eval.calibration_n answers): the difficulty gate checks
+            # the buckets against these outcomes, and calibration fits on them.
+            Stage("reward: base answers (dev split)", ["reward", "base-answers", "--config", c, "--items",
+                                                       cfg.data.eval_path, "--answers", str(cfg.eval.calibration_n),
+                                                       *turns],
+                  lambda: past() or self.state_at_least("round1")),
             Stage("gate: round1", ["advance", "--to", "round1", "--config", c], lambda: self.state_at_least("round1")),
-            Stage("reward: calibrate", ["reward", "calibrate", "--config", c, "--items", cfg.data.train_path,
-                                        "--n", str(cfg.eval.calibration_n),
-                                        *(["--max-turns", str(cfg.eval.shadow_run_max_turns)]
-                                          if cfg.eval.shadow_run_max_turns else [])],
+            Stage("reward: calibrate", ["reward", "calibrate", "--config", c, "--items", cfg.data.eval_path,
+                                        "--responses", DEV_BASE_RESPONSES, "--on-fail", "keep"],
                   lambda: past() or self.calibrated()),
             Stage("reward: shadow run", ["reward", "shadow-run", "--config", c, "--tag", cfg_gates_tag(self),
                                          "--source", cfg.eval.shadow_run_source, *self._sampled_shadow_args()],
@@ -154,8 +162,7 @@ class Pipeline:
             Stage("learning signal", ["learning-signal", "--config", c],
                   lambda: past() or self.artifacts_ok("reports/learning_signal.json") and self.signal_current()),
             Stage("gate: round2", ["advance", "--to", "round2", "--config", c], lambda: past()),
-            Stage("train", ["train", "--config", c] + (["--resume", "latest"] if self._resumable() else []),
-                  lambda: self.state_at_least("eval") or self._training_finished(), watch=self.training_progress),
+            *self._train_stages(),
             Stage("gate: training done", ["advance", "--to", "eval", "--config", c],
                   lambda: self.state_at_least("eval")),
             Stage("eval", ["eval", "--config", c],  # held-out + dev (best/ is chosen on dev; eval.n_dev sizes it)
@@ -172,34 +179,52 @@ class Pipeline:
                  *(["--max-turns", str(ev.shadow_run_max_turns)] if ev.shadow_run_max_turns else [])])
 
     def calibrated(self) -> bool:
-        """The weights file was written by a calibration (it names the file it replaced) and verifies."""
-        from rc1.rewards.weights import previous_weights
+        """A calibration report made from the current dev-split answers produced the current weights file
+        (written, or kept when its acceptance failed)."""
+        from rc1.rewards.calibrate import current_report
 
-        try:
-            return previous_weights(self.ws, self.cfg.reward.weights) is not None
-        except Rc1Error:
-            return False
+        return current_report(self.ws, self.cfg.reward.weights, DEV_BASE_RESPONSES) is not None
 
-    def _resumable(self) -> bool:
-        latest = self.ws.path(self.cfg.checkpoint_dir) / "latest"
+    def _train_stages(self) -> list[Stage]:
+        """One training run per seed (`seeds`), one after the other: each has its own checkpoints and end
+        record, and the eval judges every one of them."""
+        n = len(self.cfg.seed_list)
+        return [Stage("train" if n == 1 else f"train (seed {i + 1} of {n})",
+                      ["train", "--config", self.config_path, "--seed-index", str(i)]
+                      + (["--resume", "latest"] if self._resumable(i) else []),
+                      lambda i=i: self.state_at_least("eval") or self._training_finished(i),
+                      watch=lambda i=i: self.training_progress(i))
+                for i in range(n)]
+
+    def _resumable(self, seed_index: int = 0) -> bool:
+        latest = self.ws.path(self.cfg.seed_run(seed_index).checkpoint_dir) / "latest"
         return self.state_at_least("training") and latest.exists()
 
-    def _training_finished(self) -> bool:
-        prog = self.training_progress()
-        return bool(prog) and prog[0] >= prog[1] and self.state_at_least("training")
+    def _training_finished(self, seed_index: int = 0) -> bool:
+        """Run `seed_index` wrote its end record and was not interrupted (an operator stop or a signal resumes)."""
+        from rc1.gates.training_done import INTERRUPTIONS
+        from rc1.training.base import read_training_end
+
+        end = read_training_end(self.ws, self.cfg, seed_index)
+        return (self.state_at_least("training") and end is not None and end.get("reason") not in INTERRUPTIONS
+                and end.get("seed") == self.cfg.seed_list[seed_index])
 
     def _latest_eval(self) -> str | None:
-        """The newest eval report, when it verifies and evaluated the run's current latest checkpoint."""
+        """The newest eval report, when it verifies and evaluated every seed's current latest checkpoint."""
         from rc1.eval.harness import latest_report
         from rc1.runtime.checkpoint import MANIFEST_FILE, read_latest
         from rc1.runtime.fingerprint import sha256_file
 
         path = latest_report(self.ws)
-        latest = read_latest(self.ws.path(self.cfg.checkpoint_dir))
-        if path is None or latest is None or not self.state_at_least("eval") or not verify_artifact(self.ws, path):
+        if path is None or not self.state_at_least("eval") or not verify_artifact(self.ws, path):
             return None
-        evaluated = (json.loads(path.read_text()).get("checkpoint") or {}).get("manifest_sha256")
-        return str(path) if evaluated == sha256_file(latest / MANIFEST_FILE) else None
+        latest = [read_latest(self.ws.path(self.cfg.seed_run(i).checkpoint_dir)) for i in range(len(self.cfg.seed_list))]
+        if any(p is None for p in latest):
+            return None
+        runs = json.loads(path.read_text()).get("runs") or []
+        evaluated = {r.get("seed_index") or 0: (r.get("checkpoint") or {}).get("manifest_sha256") for r in runs}
+        current = all(evaluated.get(i) == sha256_file(p / MANIFEST_FILE) for i, p in enumerate(latest))
+        return str(path) if current else None
 
     # ---------------------------------------------------------------- run
     def run_stage(self, stage: Stage, progress=None, task=None) -> None:

@@ -31,6 +31,16 @@ def _gates(ws, cfg):
     return load_gates_config(cfg.gates, ws, tasks=cfg.datasets.tasks) if ws.path(cfg.gates).exists() else GatesConfig()
 
 
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _pct(ci: dict) -> str:
+    """'median +12.0% (95% CI [-3.1, +40.2])' of a calibration improvement."""
+    return (f"median {ci['median']:+.1f}% ({ci['confidence']:.0%} CI [{ci['lo']:+.1f}, {ci['hi']:+.1f}])"
+            if ci.get("n") else "n/a (no resample could be scored)")
+
+
 def register(app: typer.Typer) -> None:
     reward = typer.Typer(help="Reward and scorer: probe, assert-live, calibrate, shadow-run, ablate-overclar.",
                          no_args_is_help=True)
@@ -38,25 +48,40 @@ def register(app: typer.Typer) -> None:
 
     @reward.command("probe")
     def probe(
-        n: Annotated[int, typer.Option(help="items to grade (each with K samples)")] = 8,
+        n: Annotated[int, typer.Option(help="items per task to grade (each with a correct and two wrong responses)")] = 8,
         provider: Annotated[Optional[str], typer.Option(help="openai | deepseek | gemini | local (default: config)")] = None,
         live: Annotated[bool, typer.Option("--live/--allow-cache", help="require real calls (no cache hits)")] = True,
         seed: Annotated[Optional[int], typer.Option(help="probe prompt seed (default: fresh each run)")] = None,
         config: ConfigOpt = None,
     ) -> None:
-        """Grade n probe items through the judge; writes reports/scorer_probe.json. Exit 3 if not live."""
+        """Grade known-correct and known-wrong answers through the judge; writes reports/scorer_probe.json.
+
+        Exit 3 when the judge does not discriminate (AUC CI lower bound below gates scorer.auc_min), is not
+        live, or its replies hold no valid grade."""
         from rc1.rewards.probe import PROBE_REPORT, run_probe
         from rc1.runtime.errors import GateRefused
 
         ws = workspace()
         cfg = _config(ws, config)
-        r = run_probe(ws, cfg, provider=provider, n=n, live=live, seed=seed)
-        typer.echo(f"probe {r['provider']} ({r['model']} at {r['base_url']}): {r['samples']} samples, "
-                   f"live {r['live_samples']}, cache {r['cache_samples']}, failed {r['failed_samples']}, "
-                   f"errors {r['error_samples']}")
+        g = _gates(ws, cfg).scorer
+        r = run_probe(ws, cfg, provider=provider, n=n, live=live, seed=seed, auc_min=g.auc_min,
+                      confidence=g.auc_confidence)
+        d = r["discrimination"]
+        typer.echo(f"probe {r['provider']} ({r['model']} at {r['base_url']}, method {r['method']}): {r['responses']} "
+                   f"responses to {r['items']} items, {r['samples']} samples: live {r['live_samples']}, cache "
+                   f"{r['cache_samples']}, failed {r['failed_samples']}, errors {r['error_samples']} ({r['seconds']:.1f}s)")
         typer.echo(f"  latency p50 {r['latency_p50_s'] or 0:.3f}s p95 {r['latency_p95_s'] or 0:.3f}s, "
-                   f"billable tokens {r['billable_tokens']}, 429 rate {r['rate_429']:.3f}, "
-                   f"mean grade correct/wrong {r['mean_grade_correct']}/{r['mean_grade_wrong']}")
+                   f"billable tokens {r['billable_tokens']}, 429 rate {r['rate_429']:.3f}")
+        ci = d["ci"]
+        typer.echo(f"  discrimination: AUC {_num(d['auc'])} ({d['confidence']:.0%} CI [{_num(ci[0])}, {_num(ci[1])}], "
+                   f"threshold: lower bound >= {d['auc_min']:g}) on {d['n_correct']} correct / {d['n_wrong']} wrong: "
+                   f"{d['verdict']}; per task " + ", ".join(f"{t} {_num(v['auc'])}" for t, v in r["by_task"].items()))
+        a = r["agreement"]
+        typer.echo(f"  agreement with the verifier (judged correct at grade >= {a['judged_correct_at']:g}): "
+                   f"{_num(a['overall'])}; mean grade correct/wrong {_num(r['mean_grade_correct'])}/"
+                   f"{_num(r['mean_grade_wrong'])}")
+        for e in (sc for sc in r["scores"] if sc["errors"]):
+            typer.echo(f"  {e['item_id']}/{e['kind']}: " + "; ".join(e["errors"]))
         typer.echo(f"wrote {PROBE_REPORT}")
         if not r["passed"]:
             raise GateRefused("scorer probe failed: " + r["problems"][0], lines=r["problems"][1:])
@@ -68,7 +93,8 @@ def register(app: typer.Typer) -> None:
         window: Annotated[Optional[int], typer.Option(help="recent scores to read (default: gates scorer.window)")] = None,
         config: ConfigOpt = None,
     ) -> None:
-        """Exit 3 unless recent judge scores are live (cache hit rate below the threshold, no mock source)."""
+        """Exit 3 unless recent judge scores are live (cache hit rate below the threshold, no mock source): the
+        training-time scores once the judge has graded in the training loop, the probe's before."""
         from rc1.rewards.probe import assert_live
 
         ws = workspace()
@@ -76,7 +102,7 @@ def register(app: typer.Typer) -> None:
         win = window or _gates(ws, cfg).scorer.window
         res = assert_live(ws, cfg.scorer.cache_path, cache_hit_lt=cache_hit_lt, window=win)
         w, last = res.window, res.last_run
-        typer.echo(f"live: last {win} scores cache hit rate {w['cache_hit_rate']:.3f}, last run "
+        typer.echo(f"live ({res.source} scoring): last {win} scores cache hit rate {w['cache_hit_rate']:.3f}, last run "
                    f"{res.last_run_id} {last['cache_hit_rate']:.3f} (< {cache_hit_lt:g}); billable tokens "
                    f"{w['billable_tokens']}; non-live 0")
 
@@ -84,39 +110,88 @@ def register(app: typer.Typer) -> None:
     def calibrate_cmd(
         responses: Annotated[Optional[str], typer.Option(help="scored responses JSONL (default: the latest shadow responses)")] = None,
         target: Annotated[str, typer.Option(help="success (verifiers) | judge (judge median per response)")] = "success",
-        prior_strength: Annotated[Optional[float], typer.Option(help="L2 prior weight lambda (default: chosen by 5-fold CV)")] = None,
+        prior_strength: Annotated[Optional[float], typer.Option(help="L2 prior weight lambda (default: chosen by CV)")] = None,
         folds: Annotated[int, typer.Option(help="cross-validation folds")] = 5,
         bootstrap: Annotated[int, typer.Option(help="bootstrap resamples")] = 200,
         seed: Annotated[int, typer.Option(help="CV/bootstrap seed")] = 20250820,
         apply: Annotated[str, typer.Option(help="when to write configs/weights.json: pass | always | never")] = "pass",
         provider: Annotated[Optional[str], typer.Option(help="judge provider for --target judge")] = None,
-        items: Annotated[Optional[str], typer.Option(help="calibration split: the base model answers --n of these items (e.g. the training items)")] = None,
+        items: Annotated[Optional[str], typer.Option(help="calibration split: the base model answers --n of these items (e.g. the dev split)")] = None,
         n: Annotated[int, typer.Option(help="with --items: how many items to answer (stratified)")] = 64,
+        generations: Annotated[int, typer.Option(help="with --items: answers per item")] = 1,
         max_turns: Annotated[Optional[int], typer.Option(help="with --items: episode turn limit")] = None,
+        on_fail: Annotated[str, typer.Option(help="acceptance failed: refuse (exit 3) | keep (the current weights "
+                                                  "stay, exit 0; the report says so)")] = "refuse",
         config: ConfigOpt = None,
     ) -> None:
         """Fit weights (NNLS + L2 prior, >=0, sum 1, <=0.5) and write reports/calibration_report_<ts>.json.
 
-        Exit 0 when the acceptance thresholds hold, 3 when they do not (the report is written either way)."""
+        `correctness` (the verifier's score) is held at its current weight; the other dimensions are fitted.
+        Exit 0 when the acceptance thresholds hold on the CI lower bounds, 3 when they do not (the report is
+        written either way)."""
         from rc1.rewards.calibrate import calibrate
+        from rc1.runtime.errors import ConfigError
 
+        if on_fail not in ("refuse", "keep"):
+            raise ConfigError(f"--on-fail must be refuse or keep (got {on_fail!r})")
         ws = workspace()
         cfg = _config(ws, config)
         rep = calibrate(ws, cfg, _gates(ws, cfg), responses=responses, target=target, prior_strength=prior_strength,
                         folds=folds, bootstrap=bootstrap, seed=seed, apply=apply, provider=provider, items=items, n=n,
-                        max_turns=max_turns)
+                        max_turns=max_turns, generations=generations)
         a = rep["acceptance"]
-        typer.echo(f"calibration on {rep['n']} responses (target {rep['target']}), lambda {rep['lambda']:g}")
+        typer.echo(f"calibration on {rep['n']} responses to {rep['n_items']} items (target {rep['target']}, mean "
+                   f"{rep['target_mean']:.3f}; features {', '.join(rep['features'])}; held: "
+                   + ", ".join(f"{k} {v:.3f}" for k, v in rep["held_at_prior"].items()) + f"), lambda {rep['lambda']:g}")
         typer.echo("  weights: " + ", ".join(f"{k} {v:.3f}" for k, v in rep["weights_new"].items()))
-        typer.echo(f"  rank-corr improvement median {a['rank_corr_improve_pct_median']:.1f}% (>= {a['rank_corr_improve_pct_min']:g}), "
-                   f"MAE reduction median {a['mae_reduce_pct_median']:.1f}% (>= {a['mae_reduce_pct_min']:g}): "
-                   f"{'PASS' if a['passed'] else 'FAIL'}")
+        ri, mr = a["rank_corr_improve_pct"], a["mae_reduce_pct"]
+        typer.echo(f"  out-of-bag rank-corr improvement {_pct(ri)} (lower bound >= {a['rank_corr_improve_pct_min']:g}%), "
+                   f"MAE reduction {_pct(mr)} (lower bound >= {a['mae_reduce_pct_min']:g}%) over "
+                   f"{a['resamples_used']} resamples: {'PASS' if a['passed'] else 'FAIL'}")
         typer.echo(f"wrote {rep['report_path']}" + (f"; new weights {rep['weights_path']} (old kept as {rep['archived']})"
                                                    if rep["applied"] else "; weights not changed"))
         if not a["passed"]:
+            if on_fail == "keep":
+                typer.echo("calibration acceptance failed: the current weights stay (--on-fail keep)")
+                return
             from rc1.runtime.errors import GateRefused
 
             raise GateRefused(f"calibration acceptance failed: see {rep['report_path']}")
+
+    @reward.command("base-answers")
+    def base_answers_cmd(
+        items: Annotated[Optional[str], typer.Option(help="item file (default: the dev split, data.eval_path)")] = None,
+        n: Annotated[Optional[int], typer.Option(help="items to answer (stratified; default: all)")] = None,
+        generations: Annotated[int, typer.Option(help="answers per item (sampled with the model's temperature)")] = 3,
+        answers: Annotated[Optional[int], typer.Option(help="total answers wanted: sets --generations to "
+                                                            "ceil(answers / items)")] = None,
+        max_turns: Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")] = None,
+        seed: Annotated[int, typer.Option(help="sampling seed")] = 20250820,
+        batch_size: Annotated[int, typer.Option(help="generation batch size")] = 8,
+        config: ConfigOpt = None,
+    ) -> None:
+        """The base model answers the dev split: data/responses_dev_base.jsonl (reused while it matches).
+
+        The difficulty gate checks the buckets against these outcomes; `rc1 reward calibrate --responses`
+        can fit on them."""
+        from rc1.rewards.responses import DEV_BASE_TAG, load_item_file, obtain_responses, responses_path
+        from rc1.rewards.verifiers import verify_episode
+        from rc1.rewards.reward import ScoredEpisode
+
+        ws = workspace()
+        cfg = _config(ws, config)
+        items_rel = items or cfg.data.eval_path
+        n_items = n or len(load_item_file(ws, items_rel, "dev split")[0])
+        if answers is not None:
+            generations = max(1, -(-answers // n_items))
+        chosen, rows, meta = obtain_responses(ws, cfg, n=n_items, seed=seed, stratify=True, tag=DEV_BASE_TAG,
+                                              generations=generations, max_turns=max_turns, batch_size=batch_size,
+                                              items_path=items_rel)
+        by_id = {it["id"]: it for it in chosen}
+        solved = sum(verify_episode(by_id[r["item_id"]], ScoredEpisode.from_dict(r["episode"])).success for r in rows)
+        typer.echo(f"{len(rows)} answers ({generations} per item) to {len(chosen)} items of {items_rel}: {solved} "
+                   f"solved ({solved / max(len(rows), 1):.1%}); generated in {meta.get('generation_seconds')}s")
+        typer.echo(f"wrote {responses_path(DEV_BASE_TAG, shadow=False)}")
 
     @reward.command("shadow-run")
     def shadow_run_cmd(
@@ -137,11 +212,15 @@ def register(app: typer.Typer) -> None:
         ws = workspace()
         cfg = _config(ws, config)
         rep = shadow_run(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate,
-                         max_turns=max_turns, batch_size=batch_size, source=source)
-        typer.echo(f"shadow run {tag}: n={rep['n']} ({rep['n_success']} successes) spearman {rep['spearman']:.3f} kendall_tau {rep['kendall_tau']:.3f} "
-                   f"top10 {rep['top10_overlap']:.2f} top20 {rep['top20_overlap']:.2f} "
-                   f"corr_to_success old {rep['corr_to_success_old']:.3f} new {rep['corr_to_success_new']:.3f} "
-                   f"({rep['corr_improve_pct']:+.1f}%)")
+                         max_turns=max_turns, batch_size=batch_size, source=source,
+                         confidence=_gates(ws, cfg).shadow_run.confidence)
+        ci = rep["corr_improve_pct_ci"]
+        bounds = f"[{ci['lo']:+.1f}, {ci['hi']:+.1f}]" if ci.get("lo") is not None else "n/a"
+        typer.echo(f"shadow run {tag}: n={rep['n']} ({rep['n_success']} successes) spearman {rep['spearman']:.3f} "
+                   f"kendall_tau {rep['kendall_tau']:.3f} top10 {rep['top10_overlap']:.2f} top20 {rep['top20_overlap']:.2f}")
+        typer.echo(f"  beyond the verifier (dimensions other than correctness): corr to success old "
+                   f"{rep['corr_to_success_old']:.3f} new {rep['corr_to_success_new']:.3f} ({rep['corr_improve_pct']:+.1f}%, "
+                   f"{ci['confidence']:.0%} CI {bounds}); weights changed: {rep['weights_changed']}")
         typer.echo(f"wrote {rep['report_path']}")
 
     @reward.command("ablate-overclar")

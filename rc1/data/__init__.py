@@ -20,11 +20,12 @@ MinHash-LSH dedup and leak check), `difficulty` (metrics, buckets, balancing, re
 (base-model token counts with a recorded fallback chain). Its benchmark is rc1.bench.data.
 
 Definitions worth knowing:
-- distinct-n / TTR are the mean over batches of 64 items of a seeded 4096-item sample: corpus-level
-  distinct-n shrinks as the corpus grows, so a fixed threshold needs a fixed sample size. The
-  corpus-level value over the sample is reported beside it.
+- distinct-n / TTR are the mean over windows of `pool.distinct2_window` items (gates config, 64) of a
+  seeded `pool.diversity_sample`-item sample: corpus-level distinct-n shrinks as the corpus grows, so a
+  fixed threshold needs a fixed window. The whole-pool value is reported beside it.
 - The v1 pool is built by `rc1.data.v1`: one frame per task, a 20-name vocabulary, one template per
-  task (role "assistant", style "plain"). KL is KL(v2 || v1) over word 3-grams, v1 add-0.5 smoothed.
+  task (role "assistant", style "plain"). KL is KL(v2 || v1) over word 3-grams, v1 add-0.5 smoothed,
+  minus the split-half baseline KL(A || B) of two disjoint halves of the pool (chance alone gives that).
 - The shadow set uses its own seed/id space ("shadow"), so no pool item shares a random stream or
   an id with it; the leak check still measures text overlap, it does not trust the spaces.
 """

@@ -4,6 +4,12 @@ per task, and the difficulty report with every bound of the round 1 table.
 Bucketing: each dimension of the seeds' table votes easy (0) / medium (1) / hard (2); the item's
 score is the mean vote and the bucket is easy below EASY_BELOW, hard from HARD_FROM, medium between
 (the seeds allow "majority or score"; a score has no ties).
+
+The buckets are a claim about difficulty; `outcome_gap` tests it against what the base model does:
+the success rate on easy items minus the rate on hard items, per task (the three tasks differ far more
+in base success than the buckets do, and their bucket mixes differ, so a pooled gap would compare
+tasks), combined over tasks with Mantel-Haenszel weights n_easy * n_hard / (n_easy + n_hard), with a
+bootstrap CI that resamples items within each task x bucket cell.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import math
 import random
 import re
 from collections import Counter
+
+import numpy as np
 
 from rc1.config.schema import BUCKETS, TASKS, task_order
 from rc1.data import applicability as A
@@ -360,3 +368,77 @@ def build_report(metrics_items: list[dict], balanced: list[dict], th, *, tokeniz
         "distributions": dist,
         "thresholds": th.model_dump() if hasattr(th, "model_dump") else dict(th),
     }
+
+
+def outcome_gap(items: list[dict], outcomes: dict[str, list[bool]], *, confidence: float = 0.95,
+                resamples: int = 2000, seed: int = 0, min_successes: int = 5, gap_min_pp: float = 0.0) -> dict:
+    """Base-model success on easy vs hard items (see the module docstring). `items` carry `task` and
+    `bucket`; `outcomes[item id]` are the verified successes of that item's answers.
+
+    Returns rates per task x bucket, the task-stratified gap easy - hard in percentage points with its
+    CI, and `measurable`. Not measurable: fewer than `min_successes` successes among the easy and hard
+    answers, or so few that even the most favourable arrangement of them (every success moved onto
+    easy items, within its task) would not give a CI lower bound above `gap_min_pp`: then these
+    outcomes cannot show that hard is harder, whatever the buckets are worth."""
+    from scipy.stats import bootstrap
+
+    cells: dict[tuple[str, str], list[tuple[int, int]]] = {}  # (successes, answers) per item
+    for it in items:
+        got = outcomes.get(str(it["id"]))
+        if got and it.get("bucket") in ("easy", "hard"):
+            cells.setdefault((it["task"], it["bucket"]), []).append((int(sum(got)), len(got)))
+    by_task = {}
+    for task in TASKS:
+        row = {}
+        for b in BUCKETS:
+            sub = [outcomes[str(it["id"])] for it in items
+                   if it["task"] == task and it.get("bucket") == b and outcomes.get(str(it["id"]))]
+            succ, n_ans = sum(sum(o) for o in sub), sum(len(o) for o in sub)
+            row[b] = {"items": len(sub), "answers": n_ans, "successes": int(succ), "rate": succ / n_ans if n_ans else None}
+        by_task[task] = row
+    tasks = [t for t in TASKS if len(cells.get((t, "easy"), [])) >= 2 and len(cells.get((t, "hard"), [])) >= 2]
+    successes = sum(by_task[t][b]["successes"] for t in tasks for b in ("easy", "hard"))
+    out = {"by_task": by_task, "tasks_compared": tasks, "successes_easy_hard": successes,
+           "confidence": confidence, "resamples": resamples, "min_successes": min_successes,
+           "method": "easy - hard success rate per task (item means), Mantel-Haenszel weights, "
+                     "bootstrap over items within task x bucket"}
+    if not tasks:
+        return {**out, "gap_pp": None, "ci_pp": [None, None], "measurable": False,
+                "why": "no task has base-model answers on at least 2 easy and 2 hard items"}
+    weights = np.array([len(cells[(t, "easy")]) * len(cells[(t, "hard")]) /
+                        (len(cells[(t, "easy")]) + len(cells[(t, "hard")])) for t in tasks])
+
+    def stat(*cols, axis=-1):
+        gaps = [np.mean(cols[2 * i], axis=axis) - np.mean(cols[2 * i + 1], axis=axis) for i in range(len(tasks))]
+        return 100.0 * np.tensordot(weights / weights.sum(), np.array(gaps), axes=1)
+
+    def ci(arrays) -> tuple[float, float]:
+        res = bootstrap(arrays, stat, vectorized=True, n_resamples=resamples, confidence_level=confidence,
+                        method="percentile", random_state=np.random.default_rng(seed))
+        return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+    arrays = [np.array([k / n for k, n in cells[(t, b)]]) for t in tasks for b in ("easy", "hard")]
+    gap = float(stat(*arrays))
+    if successes < min_successes:
+        return {**out, "gap_pp": gap, "ci_pp": [None, None], "measurable": False,
+                "why": f"only {successes} successes among the base model's answers to easy and hard items "
+                       f"(at least {min_successes} needed to tell which bucket is harder)"}
+    best = []
+    for t in tasks:  # the most favourable arrangement: this task's successes on easy answers first
+        left = sum(k for b in ("easy", "hard") for k, _ in cells[(t, b)])
+        for b in ("easy", "hard"):
+            rates = []
+            for _, n in cells[(t, b)]:
+                k = min(n, left)
+                left -= k
+                rates.append(k / n)
+            best.append(np.array(rates))
+    best_lo, _ = ci(best)
+    if best_lo <= gap_min_pp:
+        return {**out, "gap_pp": gap, "ci_pp": [None, None], "best_case_ci_lo_pp": best_lo, "measurable": False,
+                "why": f"{successes} successes are too few to tell: even with all of them on easy items the CI's "
+                       f"lower bound would be {best_lo:+.1f} pp (not above {gap_min_pp:g}); measured gap {gap:+.1f} pp"}
+    lo, hi = ci(arrays)
+    return {**out, "gap_pp": gap, "ci_pp": [lo, hi], "best_case_ci_lo_pp": best_lo, "measurable": True,
+            "why": f"easy - hard success {gap:+.1f} pp ({confidence:.0%} CI [{lo:+.1f}, {hi:+.1f}]) over "
+                   f"{', '.join(tasks)}"}

@@ -1,5 +1,9 @@
 """Round 1 / round 2 difficulty gate: per-task hard/easy shares after balancing, length/turn/tool
-bounds and clue-overlap medians and bounds (SPEC §3, the seeds' difficulty table).
+bounds and clue-overlap medians and bounds (SPEC §3, the seeds' difficulty table), and whether the
+buckets track difficulty at all: on the dev split (`data.eval_path`) the base model's answers
+(`rc1 reward base-answers`, data/responses_dev_base.jsonl) must succeed measurably more often on easy
+items than on hard ones (rc1.data.difficulty.outcome_gap: the task-stratified gap's CI lower bound
+> `difficulty.outcome_gap_min_pp`); too few successes to tell is `not measurable`.
 
 Inputs: the raw pool, its metrics file and the balanced pool (`seed_pool`). The chain is verified
 by sha256: the metrics must come from the current pool and the balanced pool from the current
@@ -81,4 +85,38 @@ def evaluate(ctx: GateContext) -> GateResult:
         rep = D.build_report(m_items, b_items, th, tokenizer="(see metrics meta)", inputs={})
         result.notes.append(f"recomputed: {why}; run `rc1 data difficulty validate` to save the report")
     result.checks.extend(Check.from_dict(c) for c in rep["checks"])
+    result.checks.append(outcome_check(ctx, result))
     return result
+
+
+def outcome_check(ctx: GateContext, result: GateResult) -> Check:
+    """Do the buckets track the base model's outcomes on the dev split? (see the module docstring)"""
+    from rc1.data import difficulty as D
+    from rc1.data.tokens import get_counter
+    from rc1.gates.pool import tokenizer_base
+    from rc1.runtime.errors import ConfigError
+
+    th = ctx.gates.difficulty
+    name = "buckets vs base-model outcomes (dev split): easy - hard success (pp)"
+    threshold = f"CI lower bound > {th.outcome_gap_min_pp:g} ({th.outcome_confidence:.0%} CI)"
+    if ctx.config is None:
+        return Check.unavailable(name, "needs the run config (dev split and base model)")
+    from rc1.rewards.responses import dev_base_outcomes
+
+    try:
+        items, outcomes, meta, rel = dev_base_outcomes(ctx.ws, ctx.config)
+    except ConfigError as exc:
+        return Check(name, None, threshold, False, exc.message)
+    for p in (ctx.config.data.eval_path, rel, rel + ".meta.json"):
+        result.evidence.append(Evidence.of(ctx.ws, p))
+    measured, _ = D.compute_metrics(items, get_counter(tokenizer_base(ctx)))
+    gap = D.outcome_gap(measured, outcomes, confidence=th.outcome_confidence, min_successes=th.outcome_min_successes,
+                        gap_min_pp=th.outcome_gap_min_pp, seed=len(items))
+    rates = "; ".join(f"{t}: " + ", ".join(f"{b} {r['successes']}/{r['answers']}" for b, r in row.items() if r["answers"])
+                      for t, row in gap["by_task"].items())
+    result.notes.append(f"base-model outcomes on the dev split ({rel}, {meta.get('generations')} answers per item): {rates}")
+    detail = f"{gap['why']}; successes/answers {rates}"
+    if not gap["measurable"]:
+        return Check.not_measurable(name, threshold, detail, measured=gap["gap_pp"])
+    lo = gap["ci_pp"][0]
+    return Check(name, round(lo, 2), threshold, lo > th.outcome_gap_min_pp, detail)

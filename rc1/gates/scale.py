@@ -6,7 +6,11 @@ first failing check; every later check is reported as "not run"):
 
   before   previous stage passed (its after-report verifies)   [stages after the first]
            diversity of the current pool      rc1.data.diversity.validate (pool thresholds)
-           scorer stability                   K judge samples on `stability_items` items: mean variance
+           scorer stability                   the judge grades `stability_items` items' gold answers and a
+                                              wrong answer to each (rc1.rewards.probe.wrong_responses):
+                                              mean variance of its K samples (not applicable for a
+                                              deterministic method) and discrimination (AUC CI lower bound
+                                              >= scorer.auc_min): a constant judge has variance 0 and fails
            difficulty of the current pool     rc1.data.difficulty.difficulty_checks
   expand   build new items with a stage seed (rc1.data.pool.build_pool), compute difficulty, drop
            any item whose id, exact text or near-duplicate (question 5-gram Jaccard) is already in
@@ -35,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from rc1.config.schema import BUCKETS, TASKS
-from rc1.gates.base import Check, GateContext, GateResult
+from rc1.gates.base import FAIL, NOT_APPLICABLE, NOT_MEASURABLE, PASS, Check, GateContext, GateResult
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import Evidence, register_artifact, sha256_file, verify_artifact
@@ -43,6 +47,7 @@ from rc1.runtime.fingerprint import Evidence, register_artifact, sha256_file, ve
 GATE = "scale"
 REPORT_DIR = "reports/scale"
 NOT_RUN = "not run"
+NOT_RUN_STATUS = "not_run"
 OVERSAMPLE = 2.5
 MAX_BUILD_ROUNDS = 4
 V1_DEFAULT = "data/rollouts/rc1_v1.jsonl"
@@ -72,27 +77,31 @@ class _Run:
         self.evidence: dict[str, Evidence] = {}
 
     def add(self, check: Check) -> None:
-        check = Check(f"{self.phase}: {check.name}", check.measured, check.threshold, check.passed, check.detail)
+        check = Check(f"{self.phase}: {check.name}", check.measured, check.threshold, check.passed, check.detail,
+                      check.status)
         self.res.checks.append(check)
-        self.phase_checks[self.phase].append({**check.to_dict(), "status": "pass" if check.passed else "fail"})
+        self.phase_checks[self.phase].append(check.to_dict())
+
+    def blocks(self, check: Check) -> bool:
+        return check.status == FAIL or (check.status == NOT_MEASURABLE and self.ctx.gates.not_measurable == "block")
 
     def add_group(self, checks: list[Check]) -> None:
-        """Checks computed together (one report): all recorded; stop after the group if one failed."""
+        """Checks computed together (one report): all recorded; stop after the group if one blocks."""
         for c in checks:
             self.add(c)
-        if any(not c.passed for c in checks):
+        if any(self.blocks(c) for c in checks):
             raise _Stop()
 
     def need(self, check: Check) -> None:
         self.add(check)
-        if not check.passed:
+        if self.blocks(check):
             raise _Stop()
 
     def not_run(self, phase: str, names: list[str], why: str) -> None:
         for name in names:
             c = Check(f"{phase}: {name}", None, NOT_RUN, False, f"not run: {why}")
             self.res.checks.append(c)
-            self.phase_checks[phase].append({**c.to_dict(), "status": "not_run"})
+            self.phase_checks[phase].append({**c.to_dict(), "status": NOT_RUN_STATUS})
 
     def look(self, path: str | Path) -> None:
         p = self.ctx.ws.path(path)
@@ -112,7 +121,7 @@ def _read(ws, rel: str | None) -> list[dict] | None:
 
 def _checks_from(report_checks: list[dict], prefix: str) -> list[Check]:
     return [Check(f"{prefix} {c['name']}", c.get("measured"), str(c.get("threshold")), bool(c.get("passed")),
-                  str(c.get("detail") or "")) for c in report_checks]
+                  str(c.get("detail") or ""), c.get("status", "")) for c in report_checks]
 
 
 def _diversity(run: _Run, items: list[dict], shadow: list[dict] | None, v1: list[dict] | None) -> list[Check]:
@@ -141,11 +150,23 @@ def _difficulty(run: _Run, items: list[dict]) -> list[Check]:
     return _checks_from(checks, "difficulty:")
 
 
-def _stability(run: _Run, items: list[dict]) -> Check:
-    """Judge variance over K samples on the first `stability_items` items (gold answer as the response)."""
-    ctx, g = run.ctx, run.ctx.gates.scale
-    name = "scorer stability: mean judge variance"
+def _stability(run: _Run, items: list[dict]) -> list[Check]:
+    """The judge on `stability_items` items: each gold answer and one wrong answer (see the module docstring)."""
+    import random
+
+    from rc1.rewards.probe import discrimination, gold_response, wrong_responses
+
+    ctx, g, gs = run.ctx, run.ctx.gates.scale, run.ctx.gates.scorer
+    var_name, disc_name = "scorer stability: mean judge variance", "scorer stability: discrimination (AUC CI lower bound)"
+    var_th, disc_th = f"<= {g.scorer_variance_max:g}", f">= {gs.auc_min:g} ({gs.auc_confidence:.0%} CI)"
     sample = items[:g.stability_items]
+    rng = random.Random(f"stability:{run.stage}:{run.phase}")
+    graded: list[tuple[dict, str, bool]] = []
+    for n, it in enumerate(sample):
+        graded.append((it, gold_response(it), True))
+        wrong = wrong_responses(it, items, rng)
+        if wrong:  # alternate the kinds: a perturbed answer, another item's answer
+            graded.append((it, wrong[n % len(wrong)][1], False))
     judge = ctx.extras.get("judge")
     owned = None
     try:
@@ -153,13 +174,16 @@ def _stability(run: _Run, items: list[dict]) -> Check:
             from rc1.rewards.judge import JudgeClient
 
             judge = owned = JudgeClient(ctx.ws, ctx.config.scorer, ctx.config.reward, stats_path=None)
-        scores = judge.score_many([(it, f"ANSWER: {it.get('answer', '')}") for it in sample],
-                                  [str(it["id"]) for it in sample])
+        scores = judge.score_many([(it, resp) for it, resp, _ in graded],
+                                  [f"{it['id']}/{'gold' if ok else 'wrong'}" for it, _, ok in graded])
+        deterministic = bool(getattr(judge, "deterministic", False))
+        method = getattr(judge, "method", None)
     except Rc1Error as exc:
-        return Check(name, None, f"<= {g.scorer_variance_max:g}", False,
-                     f"judge unavailable: {exc.message} (start the local judge with `rc1 judge serve`)")
+        why = f"judge unavailable: {exc.message} (start the local judge with `rc1 judge serve`)"
+        return [Check(var_name, None, var_th, False, why), Check(disc_name, None, disc_th, False, why)]
     except Exception as exc:  # noqa: BLE001 - connection problems come in many types; the check says which
-        return Check(name, None, f"<= {g.scorer_variance_max:g}", False, f"judge failed: {exc.__class__.__name__}: {exc}")
+        why = f"judge failed: {exc.__class__.__name__}: {exc}"
+        return [Check(var_name, None, var_th, False, why), Check(disc_name, None, disc_th, False, why)]
     finally:
         if owned is not None:
             owned.close()
@@ -167,19 +191,30 @@ def _stability(run: _Run, items: list[dict]) -> Check:
     k = max((len(s.samples) for s in scores), default=0)
     variances = [float(s.variance) for s in ok]
     unstable = sum(v > g.scorer_variance_max for v in variances)
+    disc = discrimination([s.median for s in scores], [c for _, _, c in graded], [it["id"] for it, _, _ in graded],
+                          auc_min=gs.auc_min, confidence=gs.auc_confidence, seed=len(graded))
     run.extra[run.phase]["stability"] = {
-        "items": len(sample), "scored": len(ok), "samples_per_item": k, "variance_max": g.scorer_variance_max,
+        "items": len(sample), "responses": len(graded), "correct": sum(c for _, _, c in graded), "scored": len(ok),
+        "method": method, "samples_per_item": k, "variance_max": g.scorer_variance_max,
         "mean_variance": statistics.fmean(variances) if variances else None,
         "max_variance": max(variances) if variances else None, "unstable": unstable,
-        "unstable_share": unstable / len(variances) if variances else None,
-        "per_item": [{"id": s.item_id, "median": s.median, "variance": s.variance} for s in scores]}
-    if len(ok) < max(1, math.ceil(0.9 * len(sample))):
-        return Check(name, None, f"<= {g.scorer_variance_max:g}", False,
-                     f"only {len(ok)}/{len(sample)} items got a judge score (K={k})")
-    mean_var = statistics.fmean(variances)
-    return Check.at_most(name, round(mean_var, 6), g.scorer_variance_max,
-                         f"K={k} samples on {len(ok)} items; {unstable} item(s) above {g.scorer_variance_max:g} "
-                         f"(max {max(variances):.4f})")
+        "unstable_share": unstable / len(variances) if variances else None, "discrimination": disc,
+        "per_item": [{"id": s.item_id, "correct": c, "median": s.median, "variance": s.variance}
+                     for s, (_, _, c) in zip(scores, graded)]}
+    if len(ok) < max(1, math.ceil(0.9 * len(graded))):
+        why = f"only {len(ok)}/{len(graded)} answers got a judge score (K={k})"
+        return [Check(var_name, None, var_th, False, why), Check(disc_name, None, disc_th, False, why)]
+    if deterministic or k < 2:
+        var = Check.not_applicable(var_name, f"the judge's method ({method or 'one sample per score'}) gives one "
+                                             "deterministic grade per answer: there is no sample variance to measure")
+    else:
+        var = Check.at_most(var_name, round(statistics.fmean(variances), 6), g.scorer_variance_max,
+                            f"K={k} samples on {len(ok)} answers ({disc['n_correct']} correct, {disc['n_wrong']} "
+                            f"wrong); {unstable} above {g.scorer_variance_max:g} (max {max(variances):.4f})")
+    if disc["verdict"] == "not measurable":
+        return [var, Check.not_measurable(disc_name, disc_th, disc["why"])]
+    d = Check.at_least(disc_name, disc["ci"][0], gs.auc_min, disc["why"])
+    return [var, Check(d.name, d.measured, disc_th, d.passed, d.detail)]
 
 
 def _signatures(items: list[dict]):
@@ -284,7 +319,10 @@ def _write_report(run: _Run, phase: str, pools: list[str], stage_n: int, extra: 
     checks = run.phase_checks[phase]
     doc = {"stage": run.stage, "phase": phase, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "profile": run.ctx.gates.profile, "stage_items": stage_n,
-           "passed": bool(checks) and all(c["status"] == "pass" for c in checks),
+           "passed": bool(checks) and all(c["status"] in (PASS, NOT_APPLICABLE) or
+                                          (c["status"] == NOT_MEASURABLE and run.ctx.gates.not_measurable == "warn")
+                                          for c in checks),
+           "not_measurable": run.ctx.gates.not_measurable,
            "pools": [{"path": p, "sha256": sha256_file(ws.path(p))} for p in pools if ws.path(p).exists()],
            "checks": checks, **run.extra[phase], **(extra or {})}
     p = ws.path(report_path(run.stage, phase))
@@ -348,7 +386,7 @@ def evaluate(ctx: GateContext) -> GateResult:
         run.add_group(_diversity(run, current, shadow or None, v1))
         ctx.progress(f"{stage}: before: scorer stability")
         steps_left.pop(0)
-        run.need(_stability(run, current))
+        run.add_group(_stability(run, current))
         ctx.progress(f"{stage}: before: difficulty")
         steps_left.pop(0)
         run.add_group(_difficulty(run, current))
@@ -398,14 +436,14 @@ def evaluate(ctx: GateContext) -> GateResult:
         run.add_group(_diversity(run, expanded, shadow or None, v1))
         ctx.progress(f"{stage}: after: scorer stability")
         steps_left.pop(0)
-        run.need(_stability(run, new))
+        run.add_group(_stability(run, new))
         ctx.progress(f"{stage}: after: difficulty")
         steps_left.pop(0)
         run.add_group(_difficulty(run, expanded))
         done_after = True
         _write_report(run, "after", current_rels + [exp_rel], n)
     except _Stop:
-        first = next(c for c in run.res.checks if not c.passed)
+        first = next(c for c in run.res.checks if run.blocks(c))
         why = f"stopped at the first failing check ({first.name})"
         if not done_before:
             run.not_run("before", steps_left, why)

@@ -23,6 +23,7 @@ from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json,
 from rc1.runtime.workspace import Workspace
 
 log = logging.getLogger("rc1.rewards.responses")
+DEV_BASE_TAG = "dev_base"  # base-model answers to the dev split: difficulty validation and calibration read them
 EPISODE_FIELDS = ("item_id", "task", "final_answer", "turns", "tool_hops", "clarifications", "truncated",
                   "model_text", "transcript")
 
@@ -182,3 +183,30 @@ def pair_rows(items_by_id: dict[str, dict], rows: list[dict]) -> list[tuple[dict
             raise ConfigError(f"response for item {r['item_id']!r} has no item in the shadow set")
         out.append((item, ScoredEpisode.from_dict(r["episode"])))
     return out
+
+
+def dev_base_outcomes(ws: Workspace, cfg: TrainConfig) -> tuple[list[dict], dict[str, list[bool]], dict, str]:
+    """(dev items, verified successes per item id, meta, responses path) of the base model's answers to the
+    dev split (`rc1 reward base-answers`). ConfigError naming the command when they are missing, were made
+    from another dev split or another base model, or changed since."""
+    from rc1.rewards.verifiers import verify_episode
+
+    rel = responses_path(DEV_BASE_TAG, shadow=False)
+    path, meta_path = ws.path(rel), ws.path(rel + ".meta.json")
+    remake = f"rc1 reward base-answers --items {cfg.data.eval_path}"
+    if not path.exists() or not meta_path.exists():
+        raise ConfigError(f"{rel} is missing: make the base model's answers to the dev split with `{remake}`")
+    meta = json.loads(meta_path.read_text())
+    items, items_rel, items_sha = load_item_file(ws, cfg.data.eval_path, "dev split")
+    if meta.get("shadow_set") != items_rel or meta.get("shadow_set_sha256") != items_sha:
+        raise ConfigError(f"{rel} answers {meta.get('shadow_set')}, not the current {items_rel}: remake it with `{remake}`")
+    if meta.get("model_base") != cfg.model.base:
+        raise ConfigError(f"{rel} holds answers of {meta.get('model_base')}, not of {cfg.model.base}: remake it "
+                          f"with `{remake}`")
+    if meta.get("sha256") != sha256_file(path):
+        raise ConfigError(f"{rel} changed after it was written: remake it with `{remake}`")
+    by_id = {it["id"]: it for it in items}
+    outcomes: dict[str, list[bool]] = {}
+    for item, ep in pair_rows(by_id, load_responses_file(ws, rel)):
+        outcomes.setdefault(str(item["id"]), []).append(bool(verify_episode(item, ep).success))
+    return [by_id[i] for i in meta.get("item_ids", []) if i in by_id], outcomes, meta, rel

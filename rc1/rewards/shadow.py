@@ -5,11 +5,19 @@ old = the reward before the current one: the seven dimensions with the weights t
       no penalty, no bonus. With no calibration yet, the current weights without penalty and bonus.
 new = `RewardModel.from_config(cfg)` (configs/weights.json + over-clarification penalty + difficulty bonus)
 
-Report (reports/shadow_run_<tag>.json): spearman and kendall_tau between old and new scores,
-top10_overlap / top20_overlap (share of the top 10 % / 20 % by old also in the top by new),
-corr_to_success_old / _new (Pearson, i.e. point-biserial, with verifier success),
-corr_improve_pct = (new - old) / |old| * 100, plus the sha256 of every input so the round 2 gate
-can tell that the report was made from the current shadow set, responses, weights and penalty.
+Report (reports/shadow_run_<tag>.json): spearman and kendall_tau between old and new shaping (the
+reward without its I[success] term, which both share and which would make any two rewards agree),
+top10_overlap / top20_overlap (share of the top 10 % / 20 % by old shaping also in the top by new;
+total_* are the same on the totals, reported only), and how well each reward tracks verifier success
+beyond the verifier itself. Both totals contain I[success],
+and `correctness` is the verifier's score, so their correlation with success is automatic (reported
+as total_corr_to_success_*, not judged). What calibration changes, and what is compared, is the rest:
+free_old / free_new = the weighted dimensions other than correctness (minus the new reward's penalty).
+corr_to_success_old / _new are their Pearson (point-biserial) correlations with success,
+corr_improve_pct = (new - old) / |old| * 100, with a bootstrap CI over the answers
+(corr_improve_pct_ci). `weights_changed` says whether the free weights differ at all. Plus the sha256
+of every input so the round 2 gate can tell that the report was made from the current shadow set,
+responses, weights and penalty.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ import time
 
 import numpy as np
 
-from rc1.config.schema import TrainConfig
+from rc1.config.schema import REWARD_DIMENSIONS, TrainConfig
+from rc1.rewards.calibrate import HELD
 from rc1.rewards.responses import obtain_responses, pair_rows, responses_path
 from rc1.rewards.reward import RewardModel, ScoredEpisode
 from rc1.runtime.atomic import atomic_write_json
@@ -43,15 +52,47 @@ def _corr(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def compare(old: np.ndarray, new: np.ndarray, success: np.ndarray) -> dict:
+    """Agreement of two reward vectors and their correlation with success."""
     from scipy import stats
 
     rho = stats.spearmanr(old, new).statistic if len(old) > 1 else float("nan")
     tau = stats.kendalltau(old, new).statistic if len(old) > 1 else float("nan")
     c_old, c_new = _corr(old, success), _corr(new, success)
-    improve = (c_new - c_old) / abs(c_old) * 100 if c_old and not math.isnan(c_old) else float("nan")
     return {"spearman": float(rho), "kendall_tau": float(tau), "top10_overlap": top_overlap(old, new, 0.10),
             "top20_overlap": top_overlap(old, new, 0.20), "corr_to_success_old": c_old,
-            "corr_to_success_new": c_new, "corr_improve_pct": float(improve)}
+            "corr_to_success_new": c_new, "corr_improve_pct": _improve(c_old, c_new)}
+
+
+def _improve(c_old: float, c_new: float) -> float:
+    return (c_new - c_old) / abs(c_old) * 100 if c_old and not math.isnan(c_old) and not math.isnan(c_new) else float("nan")
+
+
+def improvement_ci(old: np.ndarray, new: np.ndarray, success: np.ndarray, *, confidence: float = 0.95,
+                   resamples: int = 2000, seed: int = 0) -> dict:
+    """Bootstrap CI (over answers) of the improvement in correlation with success, new vs old (%)."""
+    from scipy.stats import bootstrap
+
+    def stat(idx, axis=-1):
+        idx = np.atleast_2d(idx)
+        out = []
+        for row in idx:
+            o, n_, y = old[row], new[row], success[row]
+            out.append(_improve(_corr(o, y), _corr(n_, y)))
+        return np.array(out) if len(out) > 1 else out[0]
+
+    if len(success) < 3 or success.min() == success.max():
+        return {"lo": None, "hi": None, "confidence": confidence}
+    res = bootstrap((np.arange(len(success)),), stat, vectorized=True, n_resamples=resamples,
+                    confidence_level=confidence, method="percentile", random_state=np.random.default_rng(seed))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return {"lo": None if math.isnan(lo) else lo, "hi": None if math.isnan(hi) else hi, "confidence": confidence,
+            "resamples": resamples}
+
+
+def free_part(model: RewardModel, breakdowns) -> np.ndarray:
+    """The reward's weighted dimensions other than correctness, minus its penalty (what calibration fits)."""
+    return np.array([sum(model.weights[d] * b.dims[d] for d in REWARD_DIMENSIONS if d not in HELD) - b.penalty
+                     for b in breakdowns])
 
 
 def penalty_settings(cfg: TrainConfig) -> dict:
@@ -77,7 +118,7 @@ def old_reward(ws: Workspace, cfg: TrainConfig) -> tuple[RewardModel, dict]:
 
 def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 20250820, stratify: bool = True,
                tag: str = "pre_run_check", regenerate: bool = False, max_turns: int | None = None,
-               batch_size: int = 8, source: str = "sample") -> dict:
+               batch_size: int = 8, source: str = "sample", confidence: float = 0.95) -> dict:
     """Score base-model responses to the shadow set with the old and the new reward.
 
     source "sample": `n` items (stratified, seeded) answered with the training sampler settings
@@ -110,7 +151,21 @@ def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 202
     old = np.array([b.total for b in old_b])
     new = np.array([b.total for b in new_b])
     success = np.array([float(b.success) for b in new_b])
-    metrics = compare(old, new, success)
+    totals = compare(old, new, success)
+    shaping = compare(np.array([b.shaping for b in old_b]), np.array([b.shaping for b in new_b]), success)
+    free_old, free_new = free_part(old_model, old_b), free_part(new_model, new_b)
+    free = compare(free_old, free_new, success)
+    metrics = {k: shaping[k] for k in ("spearman", "kendall_tau", "top10_overlap", "top20_overlap")}
+    metrics.update({f"total_{k}": totals[k] for k in ("spearman", "kendall_tau", "top10_overlap", "top20_overlap")})
+    metrics.update({"corr_to_success_old": free["corr_to_success_old"], "corr_to_success_new": free["corr_to_success_new"],
+                    "corr_improve_pct": free["corr_improve_pct"],
+                    "corr_improve_pct_ci": improvement_ci(free_old, free_new, success, confidence=confidence,
+                                                          seed=len(success)),
+                    "corr_basis": "weighted dimensions other than correctness (minus the penalty) vs verifier success",
+                    "weights_changed": any(abs(old_model.weights[d] - new_model.weights[d]) > 1e-9
+                                           for d in REWARD_DIMENSIONS if d not in HELD),
+                    "total_corr_to_success_old": totals["corr_to_success_old"],
+                    "total_corr_to_success_new": totals["corr_to_success_new"]})
     by_task = {}
     for task in sorted({it["task"] for it, _ in pairs}):
         idx = np.array([it["task"] == task for it, _ in pairs])

@@ -15,7 +15,26 @@ def diff_ws(small_ws):
         res = run_cli(small_ws, "data", "difficulty", *args)
         assert res.exit_code == 0, res.output
     assert run_cli(small_ws, "data", "validate-pool", "data/rollouts/rc1_seed.jsonl").exit_code == 0
+    assert run_cli(small_ws, "data", "make-min").exit_code == 0  # the dev split, data/eval_min.jsonl
     return small_ws
+
+
+def harder_is_harder(it, g):
+    """Base-model outcomes that track the buckets: easy answers mostly solved, hard ones rarely."""
+    return g < {"easy": 2, "medium": 1, "hard": 0}[it["bucket"]] or (it["bucket"] == "hard" and hash(it["id"]) % 5 == 0 and g == 0)
+
+
+def outcomes_by_bucket(rates, n=12, answers=4):
+    """Items per task x bucket whose answers succeed at `rates[(task, bucket)]` (default 0)."""
+    items, outcomes = [], {}
+    for task in ("hotpotqa", "strategyqa", "gsm8k"):
+        for b in ("easy", "medium", "hard"):
+            k = round(rates.get((task, b), 0.0) * n * answers)
+            for i in range(n):
+                iid = f"{task}-{b}-{i}"
+                items.append({"id": iid, "task": task, "bucket": b})
+                outcomes[iid] = [j * n + i < k for j in range(answers)]
+    return items, outcomes
 
 
 def test_metrics_follow_the_table():
@@ -95,12 +114,90 @@ def test_a_violated_bound_fails_and_names_the_item(diff_ws, tmp_path):
     assert not shares["gsm8k: easy share"]["passed"] and not shares["gsm8k: hard share"]["passed"]
 
 
-def test_gates_pass_on_a_good_workspace_with_evidence(diff_ws):
-    from rc1.config.schema import GatesConfig
+def test_outcome_gap_measures_whether_hard_is_harder():
+    from rc1.data.difficulty import outcome_gap
+
+    tracks = {(t, "easy"): 0.6 for t in ("hotpotqa", "gsm8k", "strategyqa")} | {(t, "hard"): 0.1 for t in ("hotpotqa", "gsm8k", "strategyqa")}
+    g = outcome_gap(*outcomes_by_bucket(tracks))
+    assert g["measurable"] and g["gap_pp"] == pytest.approx(50.0) and g["ci_pp"][0] > 30
+    inverted = {(t, b): (0.1 if b == "easy" else 0.6) for t in ("hotpotqa", "gsm8k", "strategyqa") for b in ("easy", "hard")}
+    g = outcome_gap(*outcomes_by_bucket(inverted))
+    assert g["measurable"] and g["ci_pp"][1] < 0
+    g = outcome_gap(*outcomes_by_bucket({("strategyqa", "hard"): 0.05}))  # 2 successes in all: cannot tell
+    assert not g["measurable"] and "only 2 successes" in g["why"] and g["ci_pp"] == [None, None]
+
+
+def test_outcome_gap_compares_within_tasks_not_across_them():
+    """The embedded default's pattern: strategyqa (yes/no, half right by chance) is mostly hard, gsm8k is
+    mostly easy and never solved. Pooled, hard looks easier; within each task easy is easier."""
+    from rc1.data.difficulty import outcome_gap
+
+    items, outcomes = [], {}
+    layout = {("gsm8k", "easy"): (20, 0.10), ("gsm8k", "hard"): (4, 0.0),
+              ("strategyqa", "easy"): (4, 0.75), ("strategyqa", "hard"): (20, 0.50)}
+    for (task, b), (n, rate) in layout.items():
+        for i in range(n):
+            iid = f"{task}-{b}-{i}"
+            items.append({"id": iid, "task": task, "bucket": b})
+            outcomes[iid] = [j * n + i < round(rate * n * 4) for j in range(4)]
+    pooled = {b: sum(sum(outcomes[it["id"]]) for it in items if it["bucket"] == b) /
+              sum(len(outcomes[it["id"]]) for it in items if it["bucket"] == b) for b in ("easy", "hard")}
+    assert pooled["hard"] > pooled["easy"]
+    g = outcome_gap(items, outcomes)
+    assert g["gap_pp"] > 0 and g["tasks_compared"] == ["strategyqa", "gsm8k"]
+
+
+@pytest.mark.parametrize("solved,status", [
+    (harder_is_harder, "pass"),
+    (lambda it, g: g < {"easy": 0, "medium": 1, "hard": 2}[it["bucket"]], "fail"),  # hard items solved more
+    (lambda it, g: False, "not measurable"),  # the base model solves nothing: both buckets at 0 %
+])
+def test_difficulty_gate_checks_buckets_against_dev_base_outcomes(diff_ws, solved, status):
+    from rc1.config.schema import GatesConfig, TrainConfig
     from rc1.gates.base import GateContext
     from rc1.gates.registry import run_area
+    from tests.helpers.dev_answers import write_dev_answers
 
-    ctx = GateContext(diff_ws, GatesConfig(), "round1")
+    cfg = TrainConfig()
+    write_dev_answers(diff_ws, cfg, solved)
+    res = run_area("difficulty", GateContext(diff_ws, GatesConfig(), "round1", config=cfg))
+    check = next(c for c in res.checks if c.name.startswith("buckets vs base-model outcomes"))
+    assert check.status == status, check.to_dict()
+    assert check.threshold == "CI lower bound > 0 (95% CI)" and "successes/answers" in check.detail
+    assert "data/responses_dev_base.jsonl" in {e.path for e in res.evidence}
+    assert res.passed == (status == "pass")
+    if status == "not measurable":  # the laptop profile warns and lets it through; the report says so
+        warn = run_area("difficulty", GateContext(diff_ws, GatesConfig(not_measurable="warn"), "round1", config=cfg))
+        assert warn.passed and warn.warnings and any("not measurable" in n for n in warn.notes)
+
+
+def test_dev_outcomes_from_another_model_or_split_are_refused(diff_ws):
+    from rc1.config.schema import GatesConfig, TrainConfig
+    from rc1.gates.base import GateContext
+    from rc1.gates.difficulty import outcome_check
+    from rc1.gates.base import GateResult
+    from tests.helpers.dev_answers import write_dev_answers
+
+    cfg = TrainConfig()
+    write_dev_answers(diff_ws, cfg, harder_is_harder)
+    other = cfg.model_copy(deep=True)
+    other.model.base = "random:qwen3-tiny"
+    check = outcome_check(GateContext(diff_ws, GatesConfig(), "round1", config=other), GateResult("difficulty"))
+    assert not check.passed and "not of random:qwen3-tiny" in check.detail and "rc1 reward base-answers" in check.detail
+    diff_ws.path("data/responses_dev_base.jsonl").unlink()
+    check = outcome_check(GateContext(diff_ws, GatesConfig(), "round1", config=cfg), GateResult("difficulty"))
+    assert not check.passed and "is missing" in check.detail
+
+
+def test_gates_pass_on_a_good_workspace_with_evidence(diff_ws):
+    from rc1.config.schema import GatesConfig, TrainConfig
+    from rc1.gates.base import GateContext
+    from rc1.gates.registry import run_area
+    from tests.helpers.dev_answers import write_dev_answers
+
+    cfg = TrainConfig()
+    write_dev_answers(diff_ws, cfg, harder_is_harder)
+    ctx = GateContext(diff_ws, GatesConfig(), "round1", config=cfg)
     for area in ("pool", "difficulty"):
         res = run_area(area, ctx)
         assert res.passed, [c.to_dict() for c in res.failing]
@@ -149,3 +246,45 @@ def test_gates_are_not_fooled_by_a_stale_report(diff_ws):
         assert not diff.passed and "made from another version" in diff.failing[0].detail
     finally:
         shutil.copy(backup, pool)
+
+
+def test_every_difficulty_bound_fails_on_realistic_bad_input(diff_ws):
+    """Buckets swapped (easy items labelled hard and back), an easy item that restates its support, a hard one
+    with nothing to match, an over-long item, too many tool hops, and a pool balanced to another target: each
+    bound of the round 1 table refuses it."""
+    from rc1.config.schema import DifficultyGate
+    from rc1.data.difficulty import difficulty_checks
+    from rc1.data.io import read_jsonl
+
+    bal = read_jsonl(diff_ws.path("data/rollouts/rc1_seed.balanced.jsonl"))
+    swap = {"easy": "hard", "hard": "easy", "medium": "medium"}
+    swapped = {c["name"]: c for c in difficulty_checks([dict(it, bucket=swap[it["bucket"]]) for it in bal],
+                                                       DifficultyGate())[0]}
+    assert not swapped["clue_overlap median (hard)"]["passed"] and not swapped["clue_overlap median (easy)"]["passed"]
+    easy = next(it for it in bal if it["bucket"] == "easy")
+    hard = next(it for it in bal if it["bucket"] == "hard")
+    echo = dict(easy, id="echo", difficulty=dict(easy["difficulty"], clue_overlap=0.9))
+    blind = dict(hard, id="blind", difficulty=dict(hard["difficulty"], clue_overlap=0.02))
+    long_item = dict(bal[1], id="long", difficulty=dict(bal[1]["difficulty"], len_tokens=5000))
+    hops = dict(bal[2], id="hops", difficulty=dict(bal[2]["difficulty"], tool_hops=12))
+    c = {x["name"]: x for x in difficulty_checks(bal + [echo, blind, long_item, hops], DifficultyGate())[0]}
+    assert not c["clue_overlap max (easy)"]["passed"] and "echo" in c["clue_overlap max (easy)"]["detail"]
+    assert not c["clue_overlap min (hard)"]["passed"] and "blind" in c["clue_overlap min (hard)"]["detail"]
+    assert not c["max len_tokens"]["passed"] and "long" in c["max len_tokens"]["detail"]
+    assert not c["max tool_hops"]["passed"] and "hops" in c["max tool_hops"]["detail"]
+    out = "data/rollouts/other_target.balanced.jsonl"
+    assert run_cli(diff_ws, "data", "difficulty", "bucketize", "--out", out, "--target",
+                   "easy:0.40,medium:0.40,hard:0.20").exit_code == 0
+    c = {x["name"]: x for x in difficulty_checks(read_jsonl(diff_ws.path(out)), DifficultyGate())[0]}
+    assert not c["hotpotqa: hard share"]["passed"] and not c["hotpotqa: easy share"]["passed"]
+
+
+def test_outcomes_too_few_to_show_a_gap_are_not_measurable_not_failed():
+    """6 successes on 3 + 3 items: even all of them on easy items could not give a CI above 0: the check
+    cannot tell, and says so instead of failing (or passing)."""
+    from rc1.data.difficulty import outcome_gap
+
+    items, outcomes = outcomes_by_bucket({("strategyqa", "easy"): 0.0, ("strategyqa", "hard"): 0.5}, n=3, answers=4)
+    g = outcome_gap(items, outcomes, min_successes=5)
+    assert g["successes_easy_hard"] >= 5 and not g["measurable"] and g["best_case_ci_lo_pp"] <= 0
+    assert "too few to tell" in g["why"]

@@ -9,6 +9,7 @@ import json
 from typer.testing import CliRunner
 
 from rc1.cli.main import app
+from rc1.data.generic import read_task_file
 from rc1.runtime.workspace import Workspace
 from tests.helpers.configs import REPO
 from tests.helpers.tasks import ARITH_CONFIG, custom_gates_yaml, write_task_file
@@ -28,6 +29,11 @@ def rc1(ws, *args):
 def make_workspace(root, verifier: str = "numeric") -> Workspace:
     ws = Workspace(root)
     write_task_file(ws.path("data/arith.jsonl"), 84)
+    # the dev split: other problems, other ids (the base model answers it for the difficulty gate)
+    raw = write_task_file(root / "arith_dev_task.jsonl", 12, seed=11)
+    raw.write_text(raw.read_text().replace('"id": "arith-', '"id": "dev-arith-'))
+    dev = read_task_file(raw, task="arith", verifier=verifier)
+    ws.path("data/arith_eval.jsonl").write_text("".join(json.dumps(it) + "\n" for it in dev))
     ws.path("configs").mkdir(parents=True)
     ws.path("configs/arith.yaml").write_text(ARITH_CONFIG.format(steps=20, n=60, shadow_n=12, verifier=verifier))
     # 84 generated word problems from nine frames: less lexical variety than a real dataset (distinct-2 ~0.5)
@@ -49,7 +55,9 @@ def build_data(ws) -> None:
                  ["data", "difficulty", "validate", *c, "--metrics", "data/rollouts/arith.metrics.jsonl",
                   "--balanced", "data/rollouts/arith.balanced.jsonl"],
                  ["data", "validate-pool", "data/rollouts/arith.jsonl", *c, "--shadow", "data/arith_shadow.jsonl",
-                  *tiny]):
+                  *tiny],
+                 # the base model answers the dev split: the difficulty gate checks the buckets against these
+                 ["reward", "base-answers", *c, "--generations", "1"]):
         res = rc1(ws, *args)
         assert res.exit_code == 0, (args, res.output)
 
@@ -91,7 +99,7 @@ def test_a_numeric_custom_task_passes_the_gates_trains_and_evaluates(tmp_path):
     r2 = seen["round2"]
     assert all(r2[a].passed for a in ("run_config", "pool", "difficulty", "reward_weights", "overclar_penalty"))
     na = {(a, c.name) for a in ("pool", "difficulty") for c in r2[a].checks if c.status == "not applicable"}
-    assert {("pool", "roles covered"), ("pool", "3-gram KL vs v1"), ("difficulty", "max tool_hops"),
+    assert {("pool", "roles covered"), ("pool", "3-gram KL vs v1 beyond split-half baseline"), ("difficulty", "max tool_hops"),
             ("difficulty", "clue_overlap median (hard)")} <= na
     assert all(c.detail.startswith("not applicable: ") for a in ("pool", "difficulty") for c in r2[a].checks
                if c.status == "not applicable")

@@ -204,9 +204,9 @@ def test_pool_checks_a_custom_task_lacks_the_fields_for_are_not_applicable_with_
                                  context={"tasks": ["arith"]})
     rep = DV.validate(data.train, data.heldout, None, th)
     c = _checks(rep)
-    for name in ("roles covered", "styles covered", "3-gram KL vs v1"):
+    for name in ("roles covered", "styles covered", "3-gram KL vs v1 beyond split-half baseline"):
         assert c[name].status == "not applicable" and c[name].passed and c[name].detail.startswith("not applicable: ")
-    assert "template" in c["roles covered"].detail and "pool.v1_pool" in c["3-gram KL vs v1"].detail
+    assert "template" in c["roles covered"].detail and "pool.v1_pool" in c["3-gram KL vs v1 beyond split-half baseline"].detail
     assert rep["passed"], [x for x in rep["checks"] if not x["passed"]]
     # the checks that do apply still fail on bad custom data: repeated items, the wrong mix, a leak
     dup = data.train + [dict(it, id=it["id"] + "-copy") for it in data.train[:10]]
@@ -222,7 +222,7 @@ def test_pool_checks_a_custom_task_lacks_the_fields_for_are_not_applicable_with_
     mixed = _checks(DV.validate(gen + data.train, None, None, th.model_copy(update={"mix": {"gsm8k": 0.5, "arith": 0.5},
                                                                                     "mix_tol_pp": 20})))
     assert mixed["roles covered"].status == "pass" and "None" not in mixed["roles covered"].detail
-    assert mixed["3-gram KL vs v1"].status == "fail"   # built-in tasks: a v1 pool is required
+    assert mixed["3-gram KL vs v1 beyond split-half baseline"].status == "fail"   # built-in tasks: a v1 pool is required
 
 
 def test_difficulty_uses_declared_buckets_and_measures_clue_overlap_only_with_supporting_text(arith_ws):

@@ -32,7 +32,13 @@ def test_generated_pool_passes_every_check(small_ws):
     assert res.exit_code == 0, res.output
     c = _checks(rep)
     assert c["distinct-2"]["measured"] >= 0.60
-    assert c["3-gram KL vs v1"]["measured"] >= 0.15
+    # the window is in the threshold text, the whole-pool value beside the windowed one
+    assert c["distinct-2"]["threshold"].startswith(">= 0.6 (mean over windows of 64 items")
+    assert "whole pool (1500 items): 0." in c["distinct-2"]["detail"]
+    assert rep["diversity"]["whole_pool_distinct2"] < c["distinct-2"]["measured"]
+    kl = c["3-gram KL vs v1 beyond split-half baseline"]
+    assert kl["measured"] >= 0.15 and "split-half baseline" in kl["threshold"]
+    assert rep["diversity"]["kl3_vs_v1"]["kl_split_half"] > 0.15  # chance alone would pass the raw KL
     assert rep["tokenizer"] and rep["inputs"]["pool"]["sha256"]
     assert small_ws.path("reports/div.json.sha256").exists()
 
@@ -94,13 +100,14 @@ def test_a_single_template_pool_fails_diversity(small_ws):
     c = _checks(rep)
     assert not c["roles covered"]["passed"] and not c["styles covered"]["passed"]
     assert not c["task mix max deviation (pp)"]["passed"]
+    assert not c["distinct-2"]["passed"], c["distinct-2"]  # one wrapper repeated: few distinct bigrams per window
 
 
 def test_missing_v1_or_shadow_fails_naming_the_command(small_ws):
     res, rep = _validate(small_ws, POOL, "--v1", "data/none.jsonl", "--shadow", "data/none2.jsonl")
     assert res.exit_code == 3
     c = _checks(rep)
-    assert "rc1 data build-pool --version v1" in c["3-gram KL vs v1"]["detail"]
+    assert "rc1 data build-pool --version v1" in c["3-gram KL vs v1 beyond split-half baseline"]["detail"]
     assert "rc1 data shadow-set" in c["leak vs shadow set"]["detail"]
 
 
@@ -127,6 +134,21 @@ def test_kl_is_small_between_two_pools_of_one_generator(small_ws):
     assert DV.kl_divergence(DV.trigram_counts(a), DV.trigram_counts(v1)) > same
 
 
+def test_kl_check_fails_when_v1_is_just_another_sample_of_the_same_pool(small_ws):
+    """Two pools of one generator and template pack differ by sampling noise only: the raw KL between
+    them clears 0.15, the excess over the split-half baseline does not."""
+    from rc1.data.pipeline import build_pool_file
+    from rc1.data.pool import BuildParams
+
+    build_pool_file(small_ws, BuildParams(n=1500, templates_dir=small_ws.path("templates/pack_v2"), seed=99),
+                    "data/same_gen.jsonl")
+    res, rep = _validate(small_ws, POOL, "--v1", "data/same_gen.jsonl")
+    assert res.exit_code == 3
+    kl = _checks(rep)["3-gram KL vs v1 beyond split-half baseline"]
+    raw = rep["diversity"]["kl3_vs_v1"]
+    assert not kl["passed"] and kl["measured"] < 0.15 and raw["kl_v1"] > 0.15
+
+
 @pytest.mark.parametrize("limit", [0.85])
 def test_signatures_equal_datasketch_minhash(limit):
     import xxhash
@@ -141,3 +163,25 @@ def test_signatures_equal_datasketch_minhash(limit):
     ref.update_batch([" ".join(w[i:i + 5]).encode() for i in range(len(w) - 4)])
     sg = DV.Signatures()
     assert (sg.compute([DV.shingles(text)])[0] == ref.hashvalues).all()
+
+
+def test_too_short_too_long_and_too_few_items_fail(small_ws):
+    """A one-line prompt, a prompt padded past the limit, and a pool smaller than the gates config asks for."""
+    from rc1.data.io import read_jsonl
+
+    items = read_jsonl(small_ws.path(POOL))
+    short = dict(items[3], id="too-short", messages=[{"role": "user", "content": "Why?"}])
+    long_ = dict(items[4], id="too-long", messages=[{"role": "user", "content": items[4]["question"] + " filler" * 5000}])
+    _write(small_ws, "data/lengths.jsonl", items[:3] + [short, long_] + items[5:])
+    res, rep = _validate(small_ws, "data/lengths.jsonl")
+    assert res.exit_code == 3
+    c = _checks(rep)
+    assert not c["sample length min (tokens)"]["passed"] and "too-short" in c["sample length min (tokens)"]["detail"]
+    assert not c["sample length max (tokens)"]["passed"] and "too-long" in c["sample length max (tokens)"]["detail"]
+    assert c["items"]["passed"]  # the test gates ask for >= 1 item; production asks for 30000
+    from rc1.config.schema import PoolGate
+    from rc1.data import diversity as DV
+
+    prod = DV.validate(items, None, None, PoolGate(min_items=30000), lengths=[100] * len(items))
+    assert {x["name"]: x for x in prod["checks"]}["items"] == {"name": "items", "measured": 1500,
+                                                              "threshold": ">= 30000", "passed": False, "detail": ""}

@@ -13,7 +13,7 @@ from tests.helpers.configs import gates_yaml
 GATES = gates_yaml({
     "profile": "laptop",
     "note": "test profile: small pools, so the lexical thresholds are relaxed; leak and overlap checks are the production ones",
-    "pool": {"distinct2_min": 0.0, "kl3_min": 0.0, "roles_min": 1, "styles_min": 1, "dup_max_pct": 100, "len_min": 0,
+    "pool": {"distinct2_min": 0.0, "kl3_min": -10.0, "roles_min": 1, "styles_min": 1, "dup_max_pct": 100, "len_min": 0,
              "len_max": 100000, "mix_tol_pp": 100, "leak_ngram": 5, "leak_sim_max": 0.85, "near_dup_jaccard": 0.9,
              "min_items": 1},
     "difficulty": {"hard_min": 0.0, "easy_max": 1.0, "len_max": 100000, "turns_max": 100, "tool_hops_max": 100,
@@ -34,23 +34,26 @@ pool: {out: data/rollouts/rc1_seed.jsonl, seed: 555, templates_dir: templates/pa
 
 
 class GradeJudge:
-    """Test double with JudgeClient's score_many interface: K=3 fixed grades per item (no server)."""
+    """Test double with JudgeClient's score_many interface (no server): K grades per answer, `right` for an
+    answer that repeats the item's gold answer, `wrong` otherwise (equal tuples: a constant judge)."""
 
-    def __init__(self, grades=(1.0, 1.0, 0.9)):
-        self.grades = grades
+    def __init__(self, right=(1.0, 1.0, 0.9), wrong=(0.1, 0.0, 0.1)):
+        self.right, self.wrong = right, wrong
         self.calls = 0
 
     def score_many(self, pairs, ids=None):
         import statistics
 
+        from rc1.envs.answers import extract_final_answer
         from rc1.rewards.judge import JudgeScore, SampleResult
 
         self.calls += 1
         out = []
-        for n, (item, _resp) in enumerate(pairs):
-            samples = [SampleResult(k, g, "live", "ok") for k, g in enumerate(self.grades)]
-            out.append(JudgeScore(ids[n] if ids else item["id"], statistics.median(self.grades),
-                                  statistics.pvariance(self.grades), samples))
+        for n, (item, resp) in enumerate(pairs):
+            grades = self.right if extract_final_answer(resp) == str(item["answer"]) else self.wrong
+            samples = [SampleResult(k, g, "live", "ok") for k, g in enumerate(grades)]
+            out.append(JudgeScore(ids[n] if ids else item["id"], statistics.median(grades),
+                                  statistics.pvariance(grades), samples))
         return out
 
 
@@ -112,6 +115,9 @@ def test_scale_1000_expands_with_new_items_and_writes_before_after_reports(scale
         assert verify_artifact(ws, f"reports/scale/scale_1000_{phase}.json")
     names = [c.name for c in res.checks]
     assert names.index("before: scorer stability: mean judge variance") < names.index("after: new items")
+    stab = json.loads(ws.path("reports/scale/scale_1000_before.json").read_text())["stability"]
+    assert stab["correct"] == 4 and stab["responses"] == 8  # gold and a wrong answer for each item
+    assert stab["discrimination"]["auc"] == 1.0
     assert judge.calls == 2  # stability before and after
     assert any(e.path == "data/rollouts/rc1_scale_1000.jsonl" for e in res.evidence)
 
@@ -140,6 +146,22 @@ def test_scale_gate_stops_at_the_first_failing_check_with_a_leaking_pool(scale_w
     assert judge.calls == 0 and not ws.path("data/rollouts/rc1_scale_1000.jsonl").exists()
     after = json.loads(ws.path("reports/scale/scale_1000_after.json").read_text())
     assert not after["passed"] and {c["status"] for c in after["checks"]} == {"not_run"}
+
+
+@pytest.mark.parametrize("judge,failing", [
+    (GradeJudge(right=(0.7, 0.7, 0.7), wrong=(0.7, 0.7, 0.7)), "discrimination"),  # constant: variance 0
+    (GradeJudge(right=(0.1, 0.0, 0.1), wrong=(1.0, 1.0, 0.9)), "discrimination"),  # inverted
+    (GradeJudge(right=(1.0, 0.2, 1.0), wrong=(0.0, 0.8, 0.0)), "mean judge variance"),  # right on median, unstable
+])
+def test_scale_stability_fails_a_judge_that_does_not_discriminate_or_is_unstable(scale_ws, judge, failing):
+    from rc1.gates.scale import evaluate
+
+    res = evaluate(_ctx(scale_ws, "scale_1000", judge))
+    assert not res.passed
+    bad = [c for c in res.checks if not c.passed and c.threshold != "not run"]
+    assert [c.name for c in bad] == [f"before: scorer stability: {failing}" + (
+        " (AUC CI lower bound)" if failing == "discrimination" else "")]
+    assert any(c.name == "before: difficulty" and c.threshold == "not run" for c in res.checks)
 
 
 def test_scale_without_a_judge_fails_stability_clearly_and_scale_5000_needs_scale_1000(scale_ws):

@@ -17,27 +17,32 @@ def rc1(ws, *args):
 
 
 @pytest.mark.judge
-def test_serve_probe_cache_refuse_stop(tmp_path):
+def test_serve_probe_discriminates_cache_refuse_stop(tmp_path):
     ws = Workspace(tmp_path)
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "run.yaml").write_text(yaml.safe_dump(
-        {"scorer": {"provider": "local", "samples": 1, "max_tokens": 2, "concurrency": 1, "timeout_s": 120}}))
+        {"scorer": {"provider": "local", "samples": 3, "max_tokens": 2, "concurrency": 2, "timeout_s": 120}}))
     assert default_gguf().name.endswith(".gguf")
     r = rc1(ws, "judge", "serve", "--n-ctx", "1024")
     assert r.exit_code == 0, r.output
     info = running_judge(ws)
     try:
         assert info is not None and info["base_url"].startswith("http://127.0.0.1:")
-        r = rc1(ws, "reward", "probe", "--n", "2", "--live", "--seed", "7", "-c", "configs/run.yaml")
+        r = rc1(ws, "reward", "probe", "--n", "4", "--live", "--seed", "7", "-c", "configs/run.yaml")
         assert r.exit_code == 0, r.output
         rep = json.loads(ws.path("reports/scorer_probe.json").read_text())
-        assert rep["provider"] == "local" and rep["live_samples"] == 2 and rep["cache_samples"] == 0
+        # the embedded judge grades by reference_match (one deterministic request per answer) and tells
+        # the 12 correct answers from the 24 wrong ones
+        assert rep["provider"] == "local" and rep["method"] == "reference_match" and rep["samples_per_item"] == 1
+        assert rep["live_samples"] == rep["responses"] == 36 and rep["cache_samples"] == 0
+        d = rep["discrimination"]
+        assert d["verdict"] == "ok" and d["ci"][0] >= 0.8 and d["n_correct"] == 12, d
         assert rep["latency_min_s"] > 0 and rep["billable_tokens"] > 0
         assert rc1(ws, "reward", "assert-live", "--cache-hit-lt", "0.90", "-c", "configs/run.yaml").exit_code == 0
-        # The identical probe is served from the cache: the probe and assert-live both refuse.
-        assert rc1(ws, "reward", "probe", "--n", "2", "--live", "--seed", "7", "-c", "configs/run.yaml").exit_code == 3
+        # The identical probe allowed to use the cache is served from it: not live, assert-live refuses.
+        assert rc1(ws, "reward", "probe", "--n", "4", "--allow-cache", "--seed", "7", "-c", "configs/run.yaml").exit_code == 0
         rep2 = json.loads(ws.path("reports/scorer_probe.json").read_text())
-        assert rep2["cache_samples"] == 2 and rep2["live_samples"] == 0
+        assert rep2["cache_samples"] == 36 and rep2["live_samples"] == 0
         assert rc1(ws, "reward", "assert-live", "--cache-hit-lt", "0.90", "-c", "configs/run.yaml").exit_code == 3
     finally:
         assert rc1(ws, "judge", "stop").output.strip() == "judge stopped"
