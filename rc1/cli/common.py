@@ -23,7 +23,7 @@ STATE = _State()
 
 
 def workspace() -> Workspace:
-    from rc1.rewards.verifiers import use_workspace
+    from rc1.envs.verifiers import use_workspace
 
     ws = resolve_workspace(STATE.workdir)
     use_workspace(ws.root)  # `python:` verifiers load from this workspace (or an installed package)

@@ -174,7 +174,7 @@ def register(app: typer.Typer) -> None:
         The difficulty gate checks the buckets against these outcomes; `rc1 reward calibrate --responses`
         can fit on them."""
         from rc1.rewards.responses import DEV_BASE_TAG, load_item_file, obtain_responses, responses_path
-        from rc1.rewards.verifiers import verify_episode
+        from rc1.envs.verifiers import verify_episode
         from rc1.rewards.reward import ScoredEpisode
 
         ws = workspace()

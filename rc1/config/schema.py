@@ -15,7 +15,7 @@ from rc1.config import registry
 
 TASKS = ("hotpotqa", "strategyqa", "gsm8k")   # the built-in tasks; custom ones are declared in datasets.tasks
 TASK_NAME = r"^[a-z][a-z0-9_]{0,39}$"
-# Verifier names; rc1.rewards.verifiers implements them (a test keeps the two in step). The built-in
+# Verifier names; rc1.envs.verifiers implements them (a test keeps the two in step). The built-in
 # tasks are instances of the named verifiers.
 VERIFIER_NAMES = ("numeric", "exact", "f1", "yes_no", "choice")
 TASK_VERIFIERS = {"gsm8k": "numeric", "hotpotqa": "f1", "strategyqa": "yes_no"}

@@ -217,8 +217,8 @@ def run_items(model, tokenizer, items: list[dict], gen: dict, progress: Progress
     `episodes_out`, the episodes' reward-relevant fields are appended to it too (for the shadow run)."""
     import torch
 
+    from rc1.envs.episode import episode_dict
     from rc1.envs.rollout import generate_episodes
-    from rc1.rewards.responses import episode_dict
 
     records: list[EpisodeRecord] = []
     bs = max(1, int(gen["batch_size"]))
