@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rc1.config.schema import TrainConfig
-from rc1.machine import store
-from rc1.machine.table import STATES
+from rc1.state import store
+from rc1.state.table import STATES
 from rc1.runtime.errors import EXIT_GATE, Rc1Error
 from rc1.runtime.fingerprint import verify_artifact
 from rc1.runtime.workspace import Workspace

@@ -18,7 +18,7 @@ def _config(ws, path: str | None):
     from rc1.config.schema import TrainConfig
 
     if path is None:
-        from rc1.machine import store
+        from rc1.state import store
 
         path = store.load_record(ws).config_path
     return load_train_config(path, ws) if path else TrainConfig()

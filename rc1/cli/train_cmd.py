@@ -19,7 +19,7 @@ from rc1.runtime.errors import ConfigError, GateRefused
 
 def _enter_training(ws, config: str, resuming: bool) -> None:
     """Refuse unless the machine allows training; move round2_pass -> training through its gate."""
-    from rc1.machine import store
+    from rc1.state import store
     from rc1.machine.service import current_state, open_machine
 
     state = current_state(ws)

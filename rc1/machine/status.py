@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rc1.machine import store
-from rc1.machine.table import forward_from
+from rc1.state import store
+from rc1.state.table import forward_from
 from rc1.runtime.fingerprint import ARTIFACTS_MANIFEST
 from rc1.runtime.metrics import last_metrics
 from rc1.runtime.workspace import Workspace

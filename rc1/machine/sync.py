@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rc1.machine import store
-from rc1.machine.table import STATES, forward_from
+from rc1.state import store
+from rc1.state.table import STATES, forward_from
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.fingerprint import ARTIFACTS_MANIFEST, sha256_file
 from rc1.runtime.workspace import Workspace

@@ -53,7 +53,7 @@ def _gate_results(gate: str) -> list[GateResult]:
 
 def fixed_clock(monkeypatch) -> None:
     import rc1.machine.machine as machine
-    import rc1.machine.store as store
+    import rc1.state.store as store
 
     monkeypatch.setattr(store, "now_iso", lambda: FIXED_TIME)
     monkeypatch.setattr(store, "git_commit", lambda: "0123456789ab")

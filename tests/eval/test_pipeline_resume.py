@@ -53,7 +53,7 @@ def test_failed_stage_names_its_exit_and_failpack(ws):
 def test_interrupted_training_resumes_from_latest_and_eval_reruns_for_a_new_checkpoint(tiny_ws):
     from rc1.config.load import load_train_config
     from rc1.eval.harness import run_eval
-    from rc1.machine import store
+    from rc1.state import store
 
     ws = tiny_ws
     pipe = _pipeline(ws, "configs/tiny.yaml")

@@ -1,5 +1,8 @@
 """The RC1 report: `reports/rc1/rc1_report.md` with PNG plots and a reproducibility manifest.
 
+It sits beside rc1.pipeline, above eval, gates and machine: it runs the RC1 gate on the eval report
+and lists every gate's last result, so it cannot live inside rc1.eval (which the gates import).
+
 Every number in the markdown is read from a JSON report (the newest verified ppo_eval report,
 reports/metrics.jsonl, reports/scale/*.json, the pipeline timings) and formatted here, never
 retyped. Plots (matplotlib, Agg backend) go beside the markdown in reports/rc1/plots/:
