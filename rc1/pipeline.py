@@ -91,10 +91,12 @@ class Pipeline:
             return False
         return rep.get("identity") == signal_identity(self.ws, self.cfg)[0]
 
-    def training_progress(self) -> tuple[int, int] | None:
+    def training_progress(self, seed_index: int = 0) -> tuple[int, int] | None:
+        """(step, max_steps) of training run `seed_index`, from its newest metrics line."""
         from rc1.runtime.metrics import last_metrics
 
-        recs = [r for r in last_metrics(self.ws.metrics_path, 5) if isinstance(r.get("step"), int)]
+        recs = [r for r in last_metrics(self.ws.metrics_path, 20) if isinstance(r.get("step"), int)
+                and r.get("seed_index", 0) == seed_index]
         return (recs[-1]["step"], self.cfg.run.max_steps) if recs else None
 
     # ---------------------------------------------------------------- stages
@@ -160,8 +162,7 @@ class Pipeline:
             Stage("learning signal", ["learning-signal", "--config", c],
                   lambda: past() or self.artifacts_ok("reports/learning_signal.json") and self.signal_current()),
             Stage("gate: round2", ["advance", "--to", "round2", "--config", c], lambda: past()),
-            Stage("train", ["train", "--config", c] + (["--resume", "latest"] if self._resumable() else []),
-                  lambda: self.state_at_least("eval") or self._training_finished(), watch=self.training_progress),
+            *self._train_stages(),
             Stage("gate: training done", ["advance", "--to", "eval", "--config", c],
                   lambda: self.state_at_least("eval")),
             Stage("eval", ["eval", "--config", c],  # held-out + dev (best/ is chosen on dev; eval.n_dev sizes it)
@@ -184,26 +185,46 @@ class Pipeline:
 
         return current_report(self.ws, self.cfg.reward.weights, DEV_BASE_RESPONSES) is not None
 
-    def _resumable(self) -> bool:
-        latest = self.ws.path(self.cfg.checkpoint_dir) / "latest"
+    def _train_stages(self) -> list[Stage]:
+        """One training run per seed (`seeds`), one after the other: each has its own checkpoints and end
+        record, and the eval judges every one of them."""
+        n = len(self.cfg.seed_list)
+        return [Stage("train" if n == 1 else f"train (seed {i + 1} of {n})",
+                      ["train", "--config", self.config_path, "--seed-index", str(i)]
+                      + (["--resume", "latest"] if self._resumable(i) else []),
+                      lambda i=i: self.state_at_least("eval") or self._training_finished(i),
+                      watch=lambda i=i: self.training_progress(i))
+                for i in range(n)]
+
+    def _resumable(self, seed_index: int = 0) -> bool:
+        latest = self.ws.path(self.cfg.seed_run(seed_index).checkpoint_dir) / "latest"
         return self.state_at_least("training") and latest.exists()
 
-    def _training_finished(self) -> bool:
-        prog = self.training_progress()
-        return bool(prog) and prog[0] >= prog[1] and self.state_at_least("training")
+    def _training_finished(self, seed_index: int = 0) -> bool:
+        """Run `seed_index` wrote its end record and was not interrupted (an operator stop or a signal resumes)."""
+        from rc1.gates.training_done import INTERRUPTIONS
+        from rc1.training.base import read_training_end
+
+        end = read_training_end(self.ws, self.cfg, seed_index)
+        return (self.state_at_least("training") and end is not None and end.get("reason") not in INTERRUPTIONS
+                and end.get("seed") == self.cfg.seed_list[seed_index])
 
     def _latest_eval(self) -> str | None:
-        """The newest eval report, when it verifies and evaluated the run's current latest checkpoint."""
+        """The newest eval report, when it verifies and evaluated every seed's current latest checkpoint."""
         from rc1.eval.harness import latest_report
         from rc1.runtime.checkpoint import MANIFEST_FILE, read_latest
         from rc1.runtime.fingerprint import sha256_file
 
         path = latest_report(self.ws)
-        latest = read_latest(self.ws.path(self.cfg.checkpoint_dir))
-        if path is None or latest is None or not self.state_at_least("eval") or not verify_artifact(self.ws, path):
+        if path is None or not self.state_at_least("eval") or not verify_artifact(self.ws, path):
             return None
-        evaluated = (json.loads(path.read_text()).get("checkpoint") or {}).get("manifest_sha256")
-        return str(path) if evaluated == sha256_file(latest / MANIFEST_FILE) else None
+        latest = [read_latest(self.ws.path(self.cfg.seed_run(i).checkpoint_dir)) for i in range(len(self.cfg.seed_list))]
+        if any(p is None for p in latest):
+            return None
+        runs = json.loads(path.read_text()).get("runs") or []
+        evaluated = {r.get("seed_index") or 0: (r.get("checkpoint") or {}).get("manifest_sha256") for r in runs}
+        current = all(evaluated.get(i) == sha256_file(p / MANIFEST_FILE) for i, p in enumerate(latest))
+        return str(path) if current else None
 
     # ---------------------------------------------------------------- run
     def run_stage(self, stage: Stage, progress=None, task=None) -> None:

@@ -28,6 +28,7 @@ from rc1.runtime.fingerprint import Evidence
 
 COMPLETED = "completed"
 EARLY_STOPS = ("operator", "early_stop", "target_kl", "interrupt")
+INTERRUPTIONS = ("operator", "interrupt")  # a run stopped from outside: `rc1 resume` continues it
 
 
 def _read(ws, rel):

@@ -67,9 +67,12 @@ def test_interrupted_training_resumes_from_latest_and_eval_reruns_for_a_new_chec
     train = _stage(pipe, "train")
     assert train.argv[-2:] == ["--resume", "latest"]
 
-    ws.metrics_path.parent.mkdir(parents=True, exist_ok=True)
-    ws.metrics_path.write_text(json.dumps({"step": cfg.run.max_steps, "loss": 0.1}) + "\n")
-    assert _stage(pipe, "train").done()  # reached max_steps: not run again
+    end = ws.path(cfg.seed_run(0).end_file)
+    end.parent.mkdir(parents=True, exist_ok=True)
+    end.write_text(json.dumps({"reason": "operator", "step": 4, "seed": cfg.seed_list[0]}))
+    assert not _stage(pipe, "train").done()  # stopped by the operator: resumed, not skipped
+    end.write_text(json.dumps({"reason": "completed", "step": cfg.run.max_steps, "seed": cfg.seed_list[0]}))
+    assert _stage(pipe, "train").done()  # finished: not run again
 
     store.save_record(ws, store.MachineRecord(state="eval"))
     assert not _stage(pipe, "eval").done()
@@ -120,3 +123,31 @@ def test_shadow_run_scores_the_eval_base_pass_and_eval_reuses_it(tiny_ws):
     write_trainer_checkpoint(ws, cfg, 2)
     _, ev = run_eval(ws, cfg, checkpoint="latest", shadow_only=True, batch_size=4)
     assert ev["throughput"]["base"]["cached"] and ev["throughput"]["base"]["cache"] == cache
+
+
+def test_every_seed_is_a_training_run_and_eval_waits_for_all_of_them(tiny_ws):
+    """`seeds: [a, b, c]`: three train stages, each with its --seed-index, its own checkpoints and end
+    record; the eval stage is done only when a report evaluated every seed's latest checkpoint."""
+    import yaml
+
+    from rc1.config.load import load_train_config
+    from rc1.machine import store
+
+    ws = tiny_ws
+    doc = yaml.safe_load(ws.path("configs/tiny.yaml").read_text())
+    doc["seeds"] = [1, 12, 13]  # run.seed is seeds[0]
+    ws.path("configs/tiny3.yaml").write_text(yaml.safe_dump(doc))
+    store.save_record(ws, store.MachineRecord(state="training"))
+    pipe = _pipeline(ws, "configs/tiny3.yaml")
+    trains = [s for s in pipe.stages() if s.name.startswith("train")]
+    assert [s.name for s in trains] == ["train (seed 1 of 3)", "train (seed 2 of 3)", "train (seed 3 of 3)"]
+    assert [s.argv[s.argv.index("--seed-index") + 1] for s in trains] == ["0", "1", "2"]
+    cfg = load_train_config("configs/tiny3.yaml", ws)
+    end = ws.path(cfg.seed_run(1).end_file)
+    end.parent.mkdir(parents=True, exist_ok=True)
+    end.write_text(json.dumps({"reason": "completed", "step": cfg.run.max_steps, "seed": 12}))
+    assert [s.done() for s in _pipeline(ws, "configs/tiny3.yaml").stages() if s.name.startswith("train")] == \
+        [False, True, False]
+    write_trainer_checkpoint(ws, cfg.for_seed(0), 4)
+    store.save_record(ws, store.MachineRecord(state="eval"))
+    assert not _stage(_pipeline(ws, "configs/tiny3.yaml"), "eval").done()  # seeds 2 and 3 have no checkpoint
