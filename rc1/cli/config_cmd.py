@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
         ws = workspace()
         kind, model = verify_config_file(config, ws)
         if kind == "train":  # what this machine cannot run fails here, not mid-run (DeepSpeed, FSDP2, NCCL, cores)
-            from rc1.training.distributed import machine_errors
+            from rc1.runtime.distributed import machine_errors
 
             errors = machine_errors(model)
             if errors:

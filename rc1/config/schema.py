@@ -356,7 +356,7 @@ class MonitorSection(Strict):
 
 
 class DistributedSection(Strict):
-    """Data-parallel training through Accelerate (rc1.training.distributed): `rc1 train --nproc N`, or
+    """Data-parallel training through Accelerate (rc1.runtime.distributed): `rc1 train --nproc N`, or
     `accelerate launch ... -m rc1.cli.main train`. run.gradient_accumulation counts the micro-batches of one
     optimizer step over ALL processes, so the same config trains the same on 1 process or N."""
 
@@ -483,7 +483,7 @@ class TrainConfig(Strict):
 
     def distributed_errors(self, processes: int, label: str = "distributed.processes") -> list[str]:
         """Why this config cannot train on `processes` ranks (machine-independent rules; the machine's own are
-        rc1.training.distributed.machine_errors). `label`: what set the number (a key, or --nproc)."""
+        rc1.runtime.distributed.machine_errors). `label`: what set the number (a key, or --nproc)."""
         d, accum, errs = self.distributed, self.run.gradient_accumulation, []
         if accum % processes:
             errs.append(f"{label}: {processes} processes must divide run.gradient_accumulation ({accum}): it counts "
