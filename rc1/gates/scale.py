@@ -225,21 +225,15 @@ def _signatures(items: list[dict]):
     return sg, sets, (sg.compute(sets) if sets else None)
 
 
-def _key(it: dict) -> tuple:
-    from rc1.data.diversity import _norm
-
-    return (it.get("task"), _norm(it.get("question", "")), _norm(str(it.get("answer", ""))))
-
-
 def overlaps(new: list[dict], earlier: list[dict], shadow: list[dict], near_dup: float, leak: float) -> dict:
     """New items that repeat an earlier pool or the shadow set: by id, exact text, near-dup, leak."""
     from rc1.data import diversity as DV
 
     old_ids = {str(it["id"]) for it in earlier} | {str(it["id"]) for it in shadow}
-    old_keys = {_key(it) for it in earlier + shadow}
+    old_keys = {DV.exact_key(it) for it in earlier + shadow}
     out: dict[str, list[dict]] = {"id": [], "exact": [], "near_dup": [], "leak": []}
     out["id"] = [{"id": it["id"]} for it in new if str(it["id"]) in old_ids]
-    out["exact"] = [{"id": it["id"]} for it in new if _key(it) in old_keys]
+    out["exact"] = [{"id": it["id"]} for it in new if DV.exact_key(it) in old_keys]
     if new:
         sg, sets, sigs = _signatures(new)
         for ref, limit, kind in ((earlier, near_dup, "near_dup"), (shadow, leak, "leak")):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
         try:
@@ -36,7 +36,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return path
 
 
@@ -75,7 +75,7 @@ def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def append_line(path: str | os.PathLike, line: str) -> None:
