@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.cli import REPO
 
 
 @pytest.fixture
@@ -32,8 +30,3 @@ def _quiet_env(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     yield
-
-
-def rc1_cmd() -> list[str]:
-    exe = shutil.which("rc1", path=os.path.dirname(os.sys.executable))
-    return [exe] if exe else [os.sys.executable, "-m", "rc1.cli.main"]

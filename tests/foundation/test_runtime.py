@@ -14,7 +14,7 @@ from rc1.runtime.fingerprint import Evidence, register_artifact, verify_artifact
 from rc1.runtime.logs import setup_logging
 from rc1.runtime.metrics import MetricsTail, MetricsWriter, last_metrics
 from rc1.runtime.secrets import redact
-from tests.conftest import rc1_cmd
+from tests.helpers.cli import rc1_cmd
 
 SECRET = "sk-SECRETabcdef0123456789XYZ"
 
