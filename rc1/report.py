@@ -31,6 +31,7 @@ from rc1.config.schema import BUCKETS, REWARD_DIMENSIONS
 from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import read_sidecar, register_artifact, sha256_file, sha256_tree
+from rc1.runtime.layout import DIFFICULTY_REPORT, PIPELINE_TIMINGS as TIMINGS, RC1_REPORT as REPORT_MD, SHADOW_MANIFEST
 from rc1.runtime.workspace import Workspace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,10 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("rc1.eval")
 
-REPORT_MD = "reports/rc1/rc1_report.md"
 PLOTS_DIR = "reports/rc1/plots"
 SCALE_DIR = "reports/scale"
-TIMINGS = "reports/rc1/pipeline_timings.json"
 
 
 # ----------------------------------------------------------------------------- formatting (one place)
@@ -210,8 +209,8 @@ def manifest_rows(ws: Workspace, cfg: "TrainConfig", config_path: str | None, ev
     seen: set[str] = set()
     for kind, rel in (("data: shadow eval set", cfg.data.shadow_path), ("data: eval_min", cfg.data.eval_path),
                       ("data: train_min", cfg.data.train_path), ("data: seed pool (balanced)", cfg.seed_pool),
-                      ("data: seed pool (raw)", cfg.pool.out), ("data: sample manifest", "reports/rc1/sample_manifest.json"),
-                      ("report: difficulty", "reports/rc1/difficulty_report.json"),
+                      ("data: seed pool (raw)", cfg.pool.out), ("data: sample manifest", SHADOW_MANIFEST),
+                      ("report: difficulty", DIFFICULTY_REPORT),
                       ("weights", cfg.reward.weights), ("config: run", config_path), ("config: gates", cfg.gates)):
         if rel and rel not in seen and ws.path(rel).exists():
             seen.add(rel)

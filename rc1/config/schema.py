@@ -12,6 +12,7 @@ from typing import Iterable, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from rc1.config import registry
+from rc1.runtime import layout
 
 TASKS = ("hotpotqa", "strategyqa", "gsm8k")   # the built-in tasks; custom ones are declared in datasets.tasks
 TASK_NAME = r"^[a-z][a-z0-9_]{0,39}$"
@@ -92,9 +93,9 @@ class RunSection(Strict):
 
 
 class DataSection(Strict):
-    train_path: str = "data/train_min.jsonl"
-    eval_path: str = "data/eval_min.jsonl"
-    shadow_path: str = "data/shadow_eval_245.jsonl"
+    train_path: str = layout.TRAIN_MIN
+    eval_path: str = layout.EVAL_MIN
+    shadow_path: str = layout.SHADOW_SET
     max_length: int = Field(1024, ge=16)
     batch_size: int = Field(1, ge=1)
     padding_side: Literal["left", "right"] = "left"
@@ -172,7 +173,7 @@ class PenaltySection(Strict):
 
 
 class RewardSection(Strict):
-    weights: str = "configs/weights.json"
+    weights: str = layout.WEIGHTS
     overclar: PenaltySection = Field(default_factory=PenaltySection)
     difficulty_beta: float = Field(0.05, ge=0, le=0.5, description="advantage factor 1 + beta*(I[hard] - I[easy])")
     shaping_scale: float = Field(
@@ -297,7 +298,7 @@ class PoolSection(Strict):
     tools: list[Literal["wiki", "calc"]] = Field(default_factory=lambda: ["wiki", "calc"])
     templates_dir: str = "templates/pack_v2"
     seed: int = 20250821
-    out: str = "data/rollouts/rc1_seed.jsonl"
+    out: str = layout.POOL
     v1_pool: str | None = Field(None, description="previous pool for the 3-gram KL check; default: a v1 pool rc1 builds")
     shadow_n: int = Field(245, ge=1)
     shadow_seed: int = 20250820
@@ -427,7 +428,7 @@ class TrainConfig(Strict):
         None, min_length=1, description="training seeds, one training run each (`rc1 train --seed-index i`); "
                                         "run.seed is seeds[0]. Default: [run.seed]")
     finetune: FinetuneSection = Field(default_factory=FinetuneSection)
-    seed_pool: str = "data/rollouts/rc1_seed.balanced.jsonl"
+    seed_pool: str = layout.BALANCED_POOL
     priority_sampling: PrioritySamplingSection = Field(default_factory=PrioritySamplingSection)
     use_overclar_penalty: bool = True
 

@@ -18,8 +18,8 @@ import json
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.gates.pool import MAKERS, data_paths, fresh_report, missing_check
 from rc1.runtime.fingerprint import Evidence, sha256_file
+from rc1.runtime.layout import DIFFICULTY_REPORT as REPORT
 
-REPORT = "reports/rc1/difficulty_report.json"
 
 
 def _chain(ctx: GateContext, derived: str, source: str, remake: str) -> Check | None:

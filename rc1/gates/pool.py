@@ -16,11 +16,9 @@ from pathlib import Path
 from rc1.data.applicability import v1_required
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.fingerprint import Evidence, sha256_file, verify_artifact
+from rc1.runtime.layout import BALANCED_POOL, POOL, SHADOW_SET, V1_POOL
+from rc1.runtime.layout import DIVERSITY_REPORT as REPORT
 
-POOL = "data/rollouts/rc1_seed.jsonl"
-SHADOW = "data/shadow_eval_245.jsonl"
-V1_POOL = "data/rollouts/rc1_v1.jsonl"
-REPORT = "reports/diversity_report.json"
 MAKERS = {
     "pool": "rc1 data build-pool --n 30000 --seed 20250821 --out {path}",
     "shadow": "rc1 data shadow-set --n 245 --seed 20250820 --stratify --out {path}",
@@ -33,7 +31,7 @@ MAKERS = {
 def data_paths(ctx: GateContext) -> dict[str, str]:
     cfg = ctx.config
     if cfg is None:
-        pool, shadow, v1, balanced = POOL, SHADOW, V1_POOL, "data/rollouts/rc1_seed.balanced.jsonl"
+        pool, shadow, v1, balanced = POOL, SHADOW_SET, V1_POOL, BALANCED_POOL
     else:
         pool, shadow, balanced = cfg.pool.out, cfg.data.shadow_path, cfg.seed_pool
         v1 = cfg.pool.v1_pool or V1_POOL

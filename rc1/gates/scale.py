@@ -43,6 +43,7 @@ from rc1.gates.base import FAIL, NOT_APPLICABLE, NOT_MEASURABLE, PASS, Check, Ga
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import Evidence, register_artifact, sha256_file, verify_artifact
+from rc1.runtime.layout import V1_POOL
 
 GATE = "scale"
 REPORT_DIR = "reports/scale"
@@ -50,7 +51,6 @@ NOT_RUN = "not run"
 NOT_RUN_STATUS = "not_run"
 OVERSAMPLE = 2.5
 MAX_BUILD_ROUNDS = 4
-V1_DEFAULT = "data/rollouts/rc1_v1.jsonl"
 
 
 def expansion_path(stage: str) -> str:
@@ -246,7 +246,7 @@ def overlaps(new: list[dict], earlier: list[dict], shadow: list[dict], near_dup:
 
 def _earlier_pools(ctx: GateContext, stage_names: list[str], idx: int) -> list[str]:
     cfg = ctx.config
-    rels = [cfg.pool.out, cfg.seed_pool, cfg.pool.v1_pool or V1_DEFAULT, cfg.data.train_path, cfg.data.eval_path]
+    rels = [cfg.pool.out, cfg.seed_pool, cfg.pool.v1_pool or V1_POOL, cfg.data.train_path, cfg.data.eval_path]
     rels += [expansion_path(s) for s in stage_names[:idx]]
     seen, out = set(), []
     for r in rels:
@@ -342,7 +342,7 @@ def evaluate(ctx: GateContext) -> GateResult:
     run = _Run(ctx, stage)
     ws, cfg = ctx.ws, ctx.config
     shadow = _read(ws, cfg.data.shadow_path) or []
-    v1 = _read(ws, cfg.pool.v1_pool or V1_DEFAULT)
+    v1 = _read(ws, cfg.pool.v1_pool or V1_POOL)
     base_rel = cfg.seed_pool if ws.path(cfg.seed_pool).exists() else cfg.pool.out
     current_rels = [base_rel] + [expansion_path(s) for s in stage_names[:idx]]
     earlier_rels = _earlier_pools(ctx, stage_names, idx)

@@ -15,11 +15,11 @@ from rc1.gates.base import GateResult
 from rc1.state import store
 from rc1.state.table import STATES, TICKETED, TRANSITIONS
 from rc1.runtime.atomic import atomic_write_json
+from rc1.runtime.layout import GATE_REPORTS
 from rc1.runtime.provenance import git_commit
 from rc1.runtime.workspace import Workspace
 
 GateRunner = Callable[[str], list[GateResult]]
-GATE_REPORTS = "reports/gates"
 
 
 class GatedMachine:

@@ -12,7 +12,8 @@ from rc1.config.schema import GatesConfig, TrainConfig
 from rc1.gates.base import GateContext, GateResult
 from rc1.gates.registry import run_gate
 from rc1.state import store
-from rc1.machine.machine import GATE_REPORTS, GatedMachine
+from rc1.machine.machine import GatedMachine
+from rc1.runtime.layout import GATE_REPORTS
 from rc1.state.table import ALIASES, STATES, path_to
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.workspace import Workspace
