@@ -23,7 +23,7 @@ from rc1.runtime import layout
 from rc1.runtime.layout import PIPELINE_TIMINGS as TIMINGS
 from rc1.state import store
 from rc1.state.table import STATES
-from rc1.runtime.errors import EXIT_GATE, Rc1Error
+from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import verify_artifact
 from rc1.runtime.workspace import Workspace
 

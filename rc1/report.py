@@ -535,7 +535,7 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
             plots[name] = out.relative_to(ws.path(REPORT_MD).parent).as_posix()
 
     held_set = rep["sets"][held_name]
-    lines = [f"# RC1 report", "",
+    lines = ["# RC1 report", "",
              f"Generated {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime())} from `{ws.rel(eval_path)}` "
              f"(sha256 `{sha256_file(eval_path)[:16]}`), profile **{rep.get('profile')}**. "
              "Every number below is read from the JSON reports named here.", ""]

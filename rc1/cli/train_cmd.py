@@ -51,7 +51,7 @@ def run_training(config: str, resume: str | None, resume_fallback: bool, max_ste
     ws = workspace()
     cfg = load_train_config(config, ws)
     try:
-        seed_run = cfg.seed_run(seed_index)
+        cfg.seed_run(seed_index)  # refuses a --seed-index the config has no seed for
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if distributed.launched_as_rank():

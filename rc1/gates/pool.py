@@ -11,7 +11,6 @@ the command that makes them.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from rc1.data.applicability import v1_required
 from rc1.gates.base import Check, GateContext, GateResult

@@ -36,7 +36,6 @@ import math
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 from rc1.config.schema import BUCKETS, TASKS
 from rc1.gates.base import FAIL, NOT_APPLICABLE, NOT_MEASURABLE, PASS, Check, GateContext, GateResult

@@ -53,7 +53,7 @@ def evaluate(ctx: GateContext) -> GateResult:
     res.checks.append(Check.equals("scores from mock/non-live sources", w["non_live"], 0,
                                    ", ".join(w["non_live_sources"])))
     res.checks.append(Check.less(f"cache hit rate, last {g.window} scores", w["cache_hit_rate"], threshold))
-    res.checks.append(Check.less(f"cache hit rate, last judge run", live.last_run.get("cache_hit_rate"), threshold,
+    res.checks.append(Check.less("cache hit rate, last judge run", live.last_run.get("cache_hit_rate"), threshold,
                                  live.last_run_id or ""))
     return res
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from rc1.runtime.atomic import fsync_dir, append_line, atomic_write_json
+from rc1.runtime.atomic import fsync_dir, append_line
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import sha256_file
 from rc1.runtime.workspace import Workspace
