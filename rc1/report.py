@@ -25,13 +25,16 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rc1.config.schema import BUCKETS, REWARD_DIMENSIONS
 from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import read_sidecar, register_artifact, sha256_file, sha256_tree
-from rc1.runtime.layout import DIFFICULTY_REPORT, PIPELINE_TIMINGS as TIMINGS, RC1_REPORT as REPORT_MD, SHADOW_MANIFEST
+from rc1.runtime.fmt import fmt_num, fmt_pct, fmt_pp, fmt_pp_ci, fmt_rate_ci, measured
+from rc1.runtime.layout import DIFFICULTY_REPORT, SHADOW_MANIFEST
+from rc1.runtime.layout import PIPELINE_TIMINGS as TIMINGS
+from rc1.runtime.layout import RC1_REPORT as REPORT_MD
 from rc1.runtime.workspace import Workspace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,34 +44,6 @@ log = logging.getLogger("rc1.eval")
 
 PLOTS_DIR = "reports/rc1/plots"
 SCALE_DIR = "reports/scale"
-
-
-# ----------------------------------------------------------------------------- formatting (one place)
-def fmt_pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def fmt_rate_ci(part: dict | None) -> str:
-    if not part or part.get("rate") is None:
-        return "n/a"
-    lo, hi = part["ci95"]
-    return f"{fmt_pct(part['rate'])} [{fmt_pct(lo)}, {fmt_pct(hi)}]"
-
-
-def fmt_pp(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:+.1f} pp"
-
-
-def fmt_pp_ci(ci: list | None) -> str:
-    return "n/a" if not ci else f"[{ci[0]:+.1f}, {ci[1]:+.1f}]"
-
-
-def fmt_num(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return str(x)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -396,8 +371,7 @@ def status_text(res, c) -> str:
 def _checks_table(res) -> list[str]:
     lines = ["| check | measured | threshold | result | detail |", "|---|---|---|---|---|"]
     for c in res.checks:
-        m = f"{c.measured:.4g}" if isinstance(c.measured, float) else str(c.measured)
-        lines.append(f"| {c.name} | {m} | {c.threshold} | {status_text(res, c)} | {c.detail.replace('|', '/')} |")
+        lines.append(f"| {c.name} | {measured(c.measured)} | {c.threshold} | {status_text(res, c)} | {c.detail.replace('|', '/')} |")
     return lines
 
 

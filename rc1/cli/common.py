@@ -11,6 +11,7 @@ from typer._click import exceptions as _cli_exc  # typer vendors click; usage er
 from typer.core import TyperGroup
 
 from rc1.runtime.errors import EXIT_CRASH, Rc1Error
+from rc1.runtime.fmt import measured
 from rc1.runtime.workspace import Workspace, resolve_workspace
 
 
@@ -96,8 +97,7 @@ def print_checks(results: Iterable, echo: Callable[[str], None] = typer.echo) ->
     for res in results:
         echo(f"[{'PASS' if res.passed else 'FAIL'}] {res.gate}")
         for c in res.checks:
-            measured = _fmt(c.measured)
-            line = f"    {status_label(res, c)} {c.name}: {measured} (threshold {c.threshold})"
+            line = f"    {status_label(res, c)} {c.name}: {measured(c.measured)} (threshold {c.threshold})"
             if c.detail:
                 line += f" - {c.detail}"
             echo(line)
@@ -112,12 +112,6 @@ def status_label(res, c) -> str:
     if c.status == NOT_APPLICABLE:
         return "N/A "
     return "ok  " if c.passed else "FAIL"
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
 
 
 def is_tty() -> bool:

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from rc1.cli.common import print_checks, workspace
+from rc1.runtime.fmt import fmt_pp, fmt_pp_ci
 
 
 def _fmt_rate(part: dict | None) -> str:
@@ -19,8 +20,7 @@ def _fmt_rate(part: dict | None) -> str:
 def _fmt_delta(d: dict | None) -> str:
     if not d or d.get("delta_pp") is None:
         return "n/a"
-    ci = d["ci95_pp"]
-    return f"{d['delta_pp']:+.1f} pp, 95% CI " + (f"[{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "n/a")
+    return f"{fmt_pp(d['delta_pp'])}, 95% CI {fmt_pp_ci(d['ci95_pp'])}"
 
 
 def register(app: typer.Typer) -> None:

@@ -13,9 +13,9 @@ import logging
 import random
 import time
 from collections import defaultdict
-from pathlib import Path
 
 from rc1.config.schema import TrainConfig
+from rc1.data.io import read_jsonl
 from rc1.envs.episode import episode_dict
 from rc1.rewards.reward import ScoredEpisode
 from rc1.runtime.atomic import atomic_output, atomic_write_json, canonical_json
@@ -25,19 +25,6 @@ from rc1.runtime.workspace import Workspace
 
 log = logging.getLogger("rc1.rewards.responses")
 DEV_BASE_TAG = "dev_base"  # base-model answers to the dev split: difficulty validation and calibration read them
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-    return out
 
 
 def load_shadow_set(ws: Workspace, cfg: TrainConfig) -> tuple[list[dict], str, str]:

@@ -288,7 +288,8 @@ def md_rows(md: str) -> dict[str, list[str]]:
 
 def test_report_numbers_equal_the_json(ws):
     from rc1.eval.harness import run_view
-    from rc1.report import build_report, fmt_pct, fmt_pp, fmt_rate_ci
+    from rc1.report import build_report
+    from rc1.runtime.fmt import fmt_pct, fmt_pp, fmt_rate_ci
 
     p = report_for(ws, GOOD)
     with open(ws.metrics_path, "w") as fh:
