@@ -16,6 +16,9 @@ from rc1.runtime.layout import (BALANCED_POOL, DIFFICULTY_REPORT, DIVERSITY_REPO
 DEFAULT_MIX = "hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25"
 CONFIG_HELP = ("run config: its datasets.tasks (custom tasks) may be used; its datasets.mix is the default mix, "
                "and the pool.n / pool.shadow_n it sets the default --n")
+GatesOpt = Annotated[Optional[str], typer.Option(help="gates config (default: the --config's, else configs/gates.yaml)")]
+GatedConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="run config: its gates config and the "
+                                                                              "custom tasks that config's mixes may name")]
 
 
 def _run_config(ws, path: Optional[str]):
@@ -35,6 +38,13 @@ def _gates(ws, path: Optional[str], cfg=None):
     if default.exists():
         return load_gates_config(default), "configs/gates.yaml"
     return GatesConfig(), "built-in production thresholds"
+
+
+def _thresholds(ws, gates: Optional[str], config: Optional[str]):
+    """The gates config the validate commands judge by (and say which file it came from)."""
+    g, source = _gates(ws, gates, _run_config(ws, config))
+    typer.echo(f"thresholds: {source}")
+    return g
 
 
 def _custom_tasks(ws, cfg, source: Optional[list[str]], verifier: Optional[str], task: Optional[str],
@@ -226,17 +236,15 @@ def register(app: typer.Typer) -> None:
         shadow: Annotated[str, typer.Option(help="shadow eval set (leak check)")] = SHADOW_SET,
         v1: Annotated[str, typer.Option("--v1", help="previous (v1) pool for the 3-gram KL check")] = V1_POOL,
         report: Annotated[str, typer.Option(help="report JSON")] = DIVERSITY_REPORT,
-        gates: Annotated[Optional[str], typer.Option(help="gates config (default: the --config's, else configs/gates.yaml)")] = None,
+        gates: GatesOpt = None,
         base: Annotated[Optional[str], typer.Option(help="base model whose tokenizer measures length")] = None,
-        config: Annotated[Optional[str], typer.Option("--config", "-c", help="run config: its gates config and the "
-                                                                             "custom tasks that config's mixes may name")] = None,
+        config: GatedConfigOpt = None,
     ) -> None:
         """Diversity, duplicates, length, mix and leak checks; exit 3 if any fails."""
         from rc1.data.pipeline import validate_pool_file
 
         ws = workspace()
-        g, source = _gates(ws, gates, _run_config(ws, config))
-        typer.echo(f"thresholds: {source}")
+        g = _thresholds(ws, gates, config)
         rep = validate_pool_file(ws, pool, shadow=shadow, v1=v1, report=report, th=g.pool, base=base)
         _finish(rep, "pool", report)
 
@@ -274,15 +282,13 @@ def register(app: typer.Typer) -> None:
         metrics_path: Annotated[str, typer.Option("--metrics", help="metrics JSONL")] = POOL_METRICS,
         balanced: Annotated[str, typer.Option(help="balanced pool JSONL")] = BALANCED_POOL,
         report: Annotated[str, typer.Option("--out", "--report", help="report JSON")] = DIFFICULTY_REPORT,
-        gates: Annotated[Optional[str], typer.Option(help="gates config (default: the --config's, else configs/gates.yaml)")] = None,
-        config: Annotated[Optional[str], typer.Option("--config", "-c", help="run config: its gates config and the "
-                                                                             "custom tasks that config's mixes may name")] = None,
+        gates: GatesOpt = None,
+        config: GatedConfigOpt = None,
     ) -> None:
         """Difficulty shares and bounds of the round 1 table; exit 3 if any fails."""
         from rc1.data.pipeline import validate_difficulty_file
 
         ws = workspace()
-        g, source = _gates(ws, gates, _run_config(ws, config))
-        typer.echo(f"thresholds: {source}")
+        g = _thresholds(ws, gates, config)
         rep = validate_difficulty_file(ws, metrics_path, balanced, report=report, th=g.difficulty)
         _finish(rep, "difficulty", report)
