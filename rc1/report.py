@@ -357,15 +357,13 @@ def _split_table(held: dict) -> list[str]:
     return lines
 
 
-def status_text(res, c) -> str:
-    """A check's status as the report states it: a not-measurable check says whether it blocked."""
-    from rc1.gates.base import NOT_APPLICABLE, NOT_MEASURABLE
+# A check's status as the report states it: a not-measurable check says whether it blocked.
+STATUS_TEXT = {"pass": "pass", "fail": "FAIL", "blocked": "NOT MEASURABLE (blocks)",
+               "warned": "not measurable (warning only: this profile lets it through)", "not_applicable": "not applicable"}
 
-    if c.status == NOT_MEASURABLE:
-        return "NOT MEASURABLE (blocks)" if res.blocks(c) else "not measurable (warning only: this profile lets it through)"
-    if c.status == NOT_APPLICABLE:
-        return "not applicable"
-    return "pass" if c.passed else "FAIL"
+
+def status_text(res, c) -> str:
+    return STATUS_TEXT[res.outcome(c)]
 
 
 def _checks_table(res) -> list[str]:

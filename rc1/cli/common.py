@@ -103,15 +103,12 @@ def print_checks(results: Iterable, echo: Callable[[str], None] = typer.echo) ->
             echo(line)
 
 
-def status_label(res, c) -> str:
-    """ok / FAIL / N/M (not measurable; WARN when the profile lets it through) / N/A (not applicable)."""
-    from rc1.gates.base import NOT_APPLICABLE, NOT_MEASURABLE
+# ok / FAIL / N/M (not measurable; WARN when the profile lets it through) / N/A (not applicable)
+STATUS_LABELS = {"pass": "ok  ", "fail": "FAIL", "blocked": "N/M!", "warned": "WARN", "not_applicable": "N/A "}
 
-    if c.status == NOT_MEASURABLE:
-        return "N/M!" if res.blocks(c) else "WARN"
-    if c.status == NOT_APPLICABLE:
-        return "N/A "
-    return "ok  " if c.passed else "FAIL"
+
+def status_label(res, c) -> str:
+    return STATUS_LABELS[res.outcome(c)]
 
 
 def is_tty() -> bool:

@@ -53,6 +53,16 @@ def missing_check(name: str, path: str, maker: str, **fmt) -> Check:
     return Check(f"{name} file", None, "exists", False, f"{path} is missing: make it with `{maker.format(path=path, **fmt)}`")
 
 
+def reused_report(ctx: GateContext, result: GateResult, report: str, inputs: dict, thresholds: dict):
+    """(report, "") when `report` was written from these inputs and thresholds (it becomes evidence of `result`);
+    else (None, why it must be recomputed)."""
+    rep, why = fresh_report(ctx, report, inputs, thresholds)
+    if rep is not None:
+        result.evidence.append(Evidence.of(ctx.ws, report))
+        result.notes.append(f"checks from {report} (inputs and thresholds verified by sha256)")
+    return rep, why
+
+
 def fresh_report(ctx: GateContext, report: str, inputs: dict[str, str | None], thresholds: dict) -> tuple[dict | None, str]:
     """(report, '') if the report is current for these inputs and thresholds, else (None, why not)."""
     p = ctx.ws.path(report)
@@ -92,11 +102,8 @@ def evaluate(ctx: GateContext) -> GateResult:
         return result
     inputs = {"pool": paths["pool"], "shadow": paths["shadow"] if present["shadow"] else None,
               "v1": paths["v1"] if present["v1"] else None}
-    rep, why = fresh_report(ctx, REPORT, inputs, th.model_dump())
-    if rep is not None:
-        result.evidence.append(Evidence.of(ws, REPORT))
-        result.notes.append(f"checks from {REPORT} (inputs and thresholds verified by sha256)")
-    else:
+    rep, why = reused_report(ctx, result, REPORT, inputs, th.model_dump())
+    if rep is None:
         from rc1.data import diversity as DV
         from rc1.data.io import check_items, read_jsonl
         from rc1.data.tokens import get_counter

@@ -118,6 +118,25 @@ def _read(ws, rel: str | None) -> list[dict] | None:
     return read_jsonl(ws.path(rel))
 
 
+def _read_all(ws, rels: list[str]) -> list[dict]:
+    """The items of every existing file in `rels`, in order."""
+    return [it for r in rels for it in _read(ws, r) or []]
+
+
+def _measure(ctx: GateContext, run, label: str, steps_left: list, items: list[dict], stability_items: list[dict],
+             shadow, v1) -> None:
+    """One phase's measurements: diversity and difficulty of `items`, scorer stability on `stability_items`."""
+    ctx.progress(f"{label}: diversity of {len(items)} items")
+    steps_left.pop(0)
+    run.add_group(_diversity(run, items, shadow or None, v1))
+    ctx.progress(f"{label}: scorer stability")
+    steps_left.pop(0)
+    run.add_group(_stability(run, stability_items))
+    ctx.progress(f"{label}: difficulty")
+    steps_left.pop(0)
+    run.add_group(_difficulty(run, items))
+
+
 def _checks_from(report_checks: list[dict], prefix: str) -> list[Check]:
     return [Check(f"{prefix} {c['name']}", c.get("measured"), str(c.get("threshold")), bool(c.get("passed")),
                   str(c.get("detail") or ""), c.get("status", "")) for c in report_checks]
@@ -371,27 +390,15 @@ def evaluate(ctx: GateContext) -> GateResult:
         if missing:
             run.need(Check("current pool exists", None, "exists", False,
                            f"missing {missing}: build the seed pool (`rc1 data build-pool`, difficulty bucketize) first"))
-        current: list[dict] = []
-        for r in current_rels:
-            current += _read(ws, r) or []
-        ctx.progress(f"{stage}: before: diversity of {len(current)} items")
-        steps_left.pop(0)
-        run.add_group(_diversity(run, current, shadow or None, v1))
-        ctx.progress(f"{stage}: before: scorer stability")
-        steps_left.pop(0)
-        run.add_group(_stability(run, current))
-        ctx.progress(f"{stage}: before: difficulty")
-        steps_left.pop(0)
-        run.add_group(_difficulty(run, current))
+        current = _read_all(ws, current_rels)
+        _measure(ctx, run, f"{stage}: before", steps_left, current, current, shadow, v1)
         done_before = True
         _write_report(run, "before", current_rels, n)
 
         # ------------------------------------------------------------------ expand
         run.phase = "after"
         steps_left = list(AFTER_STEPS)
-        earlier: list[dict] = []
-        for r in earlier_rels:
-            earlier += _read(ws, r) or []
+        earlier = _read_all(ws, earlier_rels)
         exp_rel = expansion_path(stage)
         exp_p = ws.path(exp_rel)
         ctx.progress(f"{stage}: expanding by {n} new items")
@@ -423,16 +430,7 @@ def evaluate(ctx: GateContext) -> GateResult:
             Check.equals(f"leaks vs the shadow set (similarity >= {gp.leak_sim_max:g})", len(ov["leak"]), 0,
                          ", ".join(f"{o['id']}~{o['of']}" for o in ov["leak"][:5])),
         ])
-        expanded = current + new
-        ctx.progress(f"{stage}: after: diversity of {len(expanded)} items")
-        steps_left.pop(0)
-        run.add_group(_diversity(run, expanded, shadow or None, v1))
-        ctx.progress(f"{stage}: after: scorer stability")
-        steps_left.pop(0)
-        run.add_group(_stability(run, new))
-        ctx.progress(f"{stage}: after: difficulty")
-        steps_left.pop(0)
-        run.add_group(_difficulty(run, expanded))
+        _measure(ctx, run, f"{stage}: after", steps_left, current + new, new, shadow, v1)
         done_after = True
         _write_report(run, "after", current_rels + [exp_rel], n)
     except _Stop:
