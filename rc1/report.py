@@ -252,6 +252,24 @@ def _ended_text(run: dict) -> str:
             if end.get("stopped_early") else f"{end.get('reason')} ({at})")
 
 
+def _judge_lines(runs: list[dict]) -> list[str]:
+    """The live judge's bill: per run (from its training end record) and summed over the runs."""
+    judged = [(r, r["training"].get("judge")) for r in runs if r.get("training", {}).get("judge")]
+    if not judged:
+        return ["- Reward dimensions: rules only (reward.source rules): no judge calls in training."]
+    lines = []
+    for run, j in judged:
+        lines.append(f"- Judge in the reward loop, `{run['run_dir']}`: {j['provider']} ({j['model']}) grading "
+                     f"{', '.join(j['dimensions'])}: {j['calls']} calls (live {j['live']}, cache {j['cache']}), "
+                     f"{j['billable_tokens']} billable tokens, cost {j['cost']:.4f}, {j['unstable']} unstable grades, "
+                     f"{j['seconds']:.0f} s." + (f" Note: {j['note']}." if j.get("note") else ""))
+    if len(judged) > 1:
+        lines.append(f"- Judge total over {len(judged)} runs: {sum(j['calls'] for _, j in judged)} calls, "
+                     f"{sum(j['billable_tokens'] for _, j in judged)} billable tokens, cost "
+                     f"{sum(j['cost'] for _, j in judged):.4f}.")
+    return lines
+
+
 def _setup_lines(rep: dict) -> list[str]:
     """Dtypes, how each run ended, and the held-out n with the smallest effect it can detect."""
     from rc1.eval.harness import HELDOUT
@@ -265,6 +283,7 @@ def _setup_lines(rep: dict) -> list[str]:
         seed = f"seed {run['seed_index']} (seed value {run['seed']}), " if len(rep["runs"]) > 1 else ""
         lines.append(f"- Training run {seed}`{run['run_dir']}`: ended {_ended_text(run)}; training dtype "
                      f"{run['training']['train_dtype']}.")
+    lines += _judge_lines(rep["runs"])
     mde = rep["results"][HELDOUT]["mde"]
     o = mde["overall"]
     if o["mde"] is not None:

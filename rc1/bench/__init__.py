@@ -5,11 +5,12 @@ returns the result; `run_area` runs one and writes reports/bench/<area>.json.
 
   data     the data pipeline at production size (build, validate, difficulty)
   reward   judge cache lookups, calibration time, local judge throughput
-  grpo     pure PyTorch engine vs TRL on identical GRPO steps
+  grpo     pure PyTorch engine vs TRL on identical GRPO steps (and, with a 4B-shaped base, s/step on a GPU)
   rollout  rollout decoder throughput vs HF generate()
   eval     eval episodes/s and generated tokens/s
   console  console ready time, render and key-press latency
   distributed  1 process with accumulation vs N processes: equal parameters, s/step
+  memory   peak memory of one GRPO step of a model shape (QLoRA, LoRA, full), measured or extrapolated
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed")
+AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed", "memory")
 
 
 def report_path(ws, area: str) -> Path:

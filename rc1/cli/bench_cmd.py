@@ -102,6 +102,35 @@ def console(
     _run("console", quick=quick, lines=lines)
 
 
+@bench_app.command("memory")
+def memory(
+    shape: Annotated[str, typer.Option(help="model shape: qwen3-4b (Qwen3-4B-Thinking-2507) or qwen3-tiny")] = "qwen3-4b",
+    method: Annotated[str, typer.Option(help="comma-separated: qlora,lora,full")] = "qlora,lora,full",
+    config: Annotated[Optional[str], typer.Option(help="run config with the production settings "
+                                                       "(default configs/ppo_scale.yaml)")] = None,
+    max_new_tokens: Annotated[Optional[int], typer.Option(help="generated tokens per row (default: the config's)")] = None,
+    group_size: Annotated[Optional[int], typer.Option(help="completions per prompt (default: the config's)")] = None,
+    prompts: Annotated[Optional[int], typer.Option(help="prompts per step (default: the config's)")] = None,
+    max_length: Annotated[Optional[int], typer.Option(help="tokens per row (default: the config's data.max_length)")] = None,
+    gradient_checkpointing: Annotated[Optional[bool], typer.Option(
+        "--gradient-checkpointing/--no-gradient-checkpointing", help="default: the config's")] = None,
+    strategy: Annotated[str, typer.Option(help="the loss measured: grpo or ppo")] = "grpo",
+    budget_gb: Annotated[Optional[float], typer.Option(help="largest point to run (default: half the RAM, "
+                                                             "0.85 x a GPU)")] = None,
+    device: Annotated[Optional[str], typer.Option(help="cpu, cuda or mps (default: cuda, mps, cpu)")] = None,
+    full_depth: Annotated[Optional[str], typer.Option(
+        help="methods also measured with every layer, the batch shrunk to the budget: comma-separated or "
+             "'none' (default: every method; none with --quick)")] = None,
+    quick: Quick = False,
+) -> None:
+    """Peak memory of one GRPO step of a model shape for QLoRA, LoRA and full fine-tuning (measured or extrapolated)."""
+    _run("memory", quick=quick, shape=shape, methods=[m.strip() for m in method.split(",") if m.strip()],
+         config=config, max_new_tokens=max_new_tokens, group_size=group_size, prompts=prompts, max_length=max_length,
+         gradient_checkpointing=gradient_checkpointing, strategy=strategy, budget_gb=budget_gb, device=device,
+         full_depth=None if full_depth is None else [m.strip() for m in full_depth.split(",")
+                                                     if m.strip() and m.strip() != "none"])
+
+
 @bench_app.command("distributed")
 def distributed(
     quick: Quick = False,

@@ -93,7 +93,8 @@ def register(app: typer.Typer) -> None:
         window: Annotated[Optional[int], typer.Option(help="recent scores to read (default: gates scorer.window)")] = None,
         config: ConfigOpt = None,
     ) -> None:
-        """Exit 3 unless recent judge scores are live (cache hit rate below the threshold, no mock source)."""
+        """Exit 3 unless recent judge scores are live (cache hit rate below the threshold, no mock source): the
+        training-time scores once the judge has graded in the training loop, the probe's before."""
         from rc1.rewards.probe import assert_live
 
         ws = workspace()
@@ -101,7 +102,7 @@ def register(app: typer.Typer) -> None:
         win = window or _gates(ws, cfg).scorer.window
         res = assert_live(ws, cfg.scorer.cache_path, cache_hit_lt=cache_hit_lt, window=win)
         w, last = res.window, res.last_run
-        typer.echo(f"live: last {win} scores cache hit rate {w['cache_hit_rate']:.3f}, last run "
+        typer.echo(f"live ({res.source} scoring): last {win} scores cache hit rate {w['cache_hit_rate']:.3f}, last run "
                    f"{res.last_run_id} {last['cache_hit_rate']:.3f} (< {cache_hit_lt:g}); billable tokens "
                    f"{w['billable_tokens']}; non-live 0")
 

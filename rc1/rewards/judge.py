@@ -17,6 +17,14 @@ Two grading methods (`scorer.method`; `auto` picks per endpoint):
                    samples would be K identical requests (variance 0 by construction); identical
                    (reference, answer) pairs are one cached request, which keeps training-time grading cheap.
 
+Rubric dimensions (training with reward.source judge or hybrid, rc1.rewards.live): ONE prompt per episode
+asks for a 0-10 grade of each judged dimension (`dimension: grade` lines, versioned by RUBRIC_DIMS_VERSION,
+which is part of the cache key); a reply must grade every asked dimension within 0-10, else it is asked again
+(up to scorer.max_retries, every try billed) and the sample failed when none did.
+K samples -> per-dimension median; the score's variance is the largest per-dimension variance. This is the
+`grade` method whatever `scorer.method` says: reference_match matches answers, it cannot grade reasoning or
+clarity (SmolLM2-135M's rubric grades are not discriminative; rc1 says so when training with it).
+
 `auto` = reference_match for rc1's own llama.cpp judge (provider `local` with base_url `auto`, which
 serves grammars and logprobs), grade for every other endpoint.
 
@@ -79,6 +87,20 @@ MATCH_INSTRUCTION = "Repeat the reference answer exactly."
 MATCH_PREFIX = "The answer is "
 MATCH_MAX_CHARS = 100
 NO_ANSWER = "(no answer)"
+
+# The rubric of the reward dimensions. Change the text -> bump the version (cached grades of the old rubric
+# then miss).
+RUBRIC_DIMS_VERSION = "dims-v1"
+DIMENSION_RUBRIC = {
+    "correctness": "the final answer agrees with the reference answer",
+    "reasoning": "the reasoning before the answer is sound and shows its steps",
+    "grounding": "the response uses the evidence given in the question and passages, invents nothing",
+    "clarity": "the response is clear, not repetitive, not cut off",
+    "conciseness": "the visible answer is no longer than it needs to be",
+    "format": "the response ends with an explicit 'ANSWER:' line and well-formed <think> tags",
+    "clarification": "it asked a clarifying question exactly when the question is ambiguous or underspecified",
+}
+_DIM_LINE = re.compile(r"([a-z_]+)\s*[:=]\s*([-+]?\d+(?:\.\d+)?)", re.I)
 
 
 class JudgeRequestError(Rc1Error):
@@ -151,6 +173,45 @@ def rubric_messages(question: str, reference: str, response: str) -> list[dict]:
                                         f"Response: {visible[:2000]}\nGrade (0-10):"}]
 
 
+def dims_messages(question: str, reference: str, response: str, clarifications: int,
+                  dims: tuple[str, ...]) -> list[dict]:
+    """The one rubric prompt of an episode: a 0-10 grade per dimension in `dims`."""
+    visible = (response or "").strip() or "(empty response)"
+    rubric = "\n".join(f"- {d}: {DIMENSION_RUBRIC[d]}" for d in dims)
+    fmt = "\n".join(f"{d}: <0-10>" for d in dims)
+    return [{"role": "system", "content": (
+                "You grade a model's response to a question on several dimensions, each from 0 (bad) to 10 (good):\n"
+                f"{rubric}\nReply with exactly these lines and nothing else:\n{fmt}")},
+            {"role": "user", "content": f"Question: {question.strip()}\nReference answer: {reference}\n"
+                                        f"Clarifying questions the model asked: {int(clarifications)}\n"
+                                        f"Response: {visible[-3000:]}\nGrades:"}]
+
+
+def dims_grammar(dims: tuple[str, ...]) -> str:
+    """llama.cpp grammar of a rubric reply: one `dimension: grade` line per dimension."""
+    lines = ' "\\n" '.join(f'{gbnf_literal(d + ": ")} g' for d in dims)
+    return f'root ::= {lines}\ng ::= ("10" | [0-9])'
+
+
+def read_dims(text: str | None, dims: tuple[str, ...]) -> tuple[dict[str, float] | None, str | None]:
+    """({dimension: grade in [0, 1]}, None) from a rubric reply, or (None, why there is none)."""
+    if text is None or not text.strip():
+        return None, "empty reply"
+    found: dict[str, str] = {}
+    for name, value in _DIM_LINE.findall(text):
+        found.setdefault(name.lower(), value)
+    missing = [d for d in dims if d not in found]
+    if missing:
+        return None, f"reply {text.strip()[:80]!r} grades no {', '.join(missing)}"
+    out = {}
+    for d in dims:
+        v = float(found[d])
+        if not 0 <= v <= 10:
+            return None, f"{d} grade {found[d]} is out of range 0-10"
+        out[d] = v / 10.0
+    return out, None
+
+
 def match_messages(reference: str) -> list[dict]:
     return [{"role": "user", "content": f"Reference answer: {reference}\n{MATCH_INSTRUCTION}"}]
 
@@ -173,6 +234,7 @@ class JudgeRequest:
     item_id: str
     messages: list[dict]
     forced: str | None = None
+    dims: tuple[str, ...] | None = None   # a rubric-dimensions request (dims_messages)
 
 
 def read_grade(text: str | None) -> tuple[float | None, str | None]:
@@ -251,6 +313,7 @@ class SampleResult:
     n429: int = 0
     reply: str | None = None
     error: str | None = None
+    grades: dict[str, float] | None = None   # a rubric-dimensions reply: grade per dimension
 
 
 @dataclass
@@ -261,6 +324,7 @@ class JudgeScore:
     samples: list[SampleResult]
     unstable: bool = False
     weight: float = 1.0
+    dims: dict[str, float] | None = None     # rubric-dimensions request: median grade per dimension
 
     @property
     def ok(self) -> bool:
@@ -276,7 +340,7 @@ class JudgeScore:
 
     def to_dict(self) -> dict:
         return {"item_id": self.item_id, "median": self.median, "variance": self.variance, "unstable": self.unstable,
-                "weight": self.weight, "samples": [s.__dict__ for s in self.samples]}
+                "weight": self.weight, "dims": self.dims, "samples": [s.__dict__ for s in self.samples]}
 
 
 class JudgeClient:
@@ -315,7 +379,15 @@ class JudgeClient:
         return 1 if self.deterministic else self.scorer.samples
 
     # ------------------------------------------------------------------ request parameters
-    def sampling_params(self, sample: int, forced: str | None = None) -> dict:
+    def sampling_params(self, sample: int, forced: str | None = None, dims: tuple[str, ...] | None = None) -> dict:
+        if dims:
+            params: dict[str, Any] = {"temperature": self.scorer.temperature,
+                                      "max_tokens": max(self.scorer.max_tokens, 8 * len(dims))}
+            if self.provider.is_local:
+                params["extra_body"] = {"grammar": dims_grammar(dims), "seed": 1000 + sample}
+            elif self.provider.name != "gemini":
+                params["seed"] = 1000 + sample
+            return params
         if forced is not None:  # reference_match: greedy, the grammar writes `forced`, logprobs give the grade
             return {"temperature": 0.0, "max_tokens": max(self.scorer.max_tokens, 96), "logprobs": True,
                     "top_logprobs": 1, "extra_body": {"grammar": f"root ::= {gbnf_literal(forced)}"}}
@@ -389,32 +461,51 @@ class JudgeClient:
             log.warning("judge %s attempt %d: %s; retrying in %.2fs", self.provider.name, attempts, why, wait)
             time.sleep(wait)
 
-    def _grade(self, reply: dict, forced: str | None) -> tuple[float | None, str | None]:
-        return read_match(reply, forced) if forced is not None else read_grade(reply.get("text"))
+    def _grade(self, reply: dict, forced: str | None,
+               dims: tuple[str, ...] | None = None) -> tuple[float | None, str | None, dict | None]:
+        if dims:
+            grades, why = read_dims(reply.get("text"), dims)
+            return (statistics.fmean(grades.values()) if grades else None), why, grades
+        score, why = read_match(reply, forced) if forced is not None else read_grade(reply.get("text"))
+        return score, why, None
 
-    def sample(self, item_id: str, messages: list[dict], k: int, forced: str | None = None) -> SampleResult:
-        params = self.sampling_params(k, forced)
+    def rubric_version_of(self, dims: tuple[str, ...] | None) -> str:
+        return f"{self.scorer.rubric_version}+{RUBRIC_DIMS_VERSION}" if dims else self.scorer.rubric_version
+
+    def sample(self, item_id: str, messages: list[dict], k: int, forced: str | None = None,
+               dims: tuple[str, ...] | None = None) -> SampleResult:
+        params = self.sampling_params(k, forced, dims)
         key = cache_key(self.provider.base_url, self.provider.model, messages,
-                        {**params, "sample": k}, self.scorer.rubric_version)
+                        {**params, "sample": k}, self.rubric_version_of(dims))
         hit = self.store.get(key) if self.use_cache else None
         if hit is not None:
             reply, usage = _from_cache(hit[0], forced), hit[1]
-            score, why = self._grade(reply, forced)
+            score, why, grades = self._grade(reply, forced, dims)
             res = SampleResult(k, score, "cache", "ok" if score is not None else "failed", reply=reply["text"][:200],
-                               error=why)
+                               error=why, grades=grades)
         else:
-            try:
-                reply, usage, attempts, n429, latency = self._call(messages, params)
-            except _GiveUp as g:
-                res = SampleResult(k, None, "live", "error", attempts=g.attempts, n429=g.n429, error=str(g))
-            else:
-                score, why = self._grade(reply, forced)
+            # a rubric reply without every grade is asked again (up to scorer.max_retries): a sampled judge may
+            # answer properly the next time; the tokens of every try are billed
+            tries = 1 + (self.scorer.max_retries if dims else 0)
+            spent = {"prompt_tokens": 0, "completion_tokens": 0, "attempts": 0, "n429": 0}
+            for _ in range(tries):
+                try:
+                    reply, usage, attempts, n429, latency = self._call(messages, params)
+                except _GiveUp as g:
+                    res = SampleResult(k, None, "live", "error", attempts=spent["attempts"] + g.attempts,
+                                       n429=spent["n429"] + g.n429, prompt_tokens=spent["prompt_tokens"],
+                                       completion_tokens=spent["completion_tokens"], error=str(g))
+                    break
+                spent["prompt_tokens"] += usage.get("prompt_tokens", 0)
+                spent["completion_tokens"] += usage.get("completion_tokens", 0)
+                spent["attempts"] += attempts
+                spent["n429"] += n429
+                score, why, grades = self._grade(reply, forced, dims)
                 res = SampleResult(k, score, "live", "ok" if score is not None else "failed", latency_s=latency,
-                                   prompt_tokens=usage.get("prompt_tokens", 0),
-                                   completion_tokens=usage.get("completion_tokens", 0), attempts=attempts,
-                                   n429=n429, reply=reply["text"][:200], error=why)
+                                   reply=reply["text"][:200], error=why, grades=grades, **spent)
                 if score is not None:  # only good answers are cached
                     self.store.put(key, _to_cache(reply, forced), usage)
+                    break
         if res.error:
             log.warning("judge %s, %s sample %d: %s", self.provider.name, item_id, k, res.error)
         self.store.record(LedgerRow(self.run_id, self.provider.name, self.provider.model, item_id, k, key,
@@ -441,13 +532,16 @@ class JudgeClient:
     # ------------------------------------------------------------------ scores
     def score_requests(self, requests: list[JudgeRequest]) -> list[JudgeScore]:
         """K samples for each request, run with at most cfg.scorer.concurrency in flight."""
-        K = self.samples_per_score
-        jobs = [(i, k) for i in range(len(requests)) for k in range(K)]
+        Ks = [self.scorer.samples if r.dims else self.samples_per_score for r in requests]
+        jobs = [(i, k) for i in range(len(requests)) for k in range(Ks[i])]
         with ThreadPoolExecutor(max_workers=self.scorer.concurrency, thread_name_prefix="rc1-judge") as pool:
-            futs = [pool.submit(self.sample, requests[i].item_id, requests[i].messages, k, requests[i].forced)
-                    for i, k in jobs]
+            futs = [pool.submit(self.sample, requests[i].item_id, requests[i].messages, k, requests[i].forced,
+                                requests[i].dims) for i, k in jobs]
             results = [f.result() for f in futs]  # JudgeRequestError propagates (fail fast)
-        out = [self._aggregate(r.item_id, results[i * K:(i + 1) * K]) for i, r in enumerate(requests)]
+        out, at = [], 0
+        for r, K in zip(requests, Ks):
+            out.append(self._aggregate(r.item_id, results[at:at + K], r.dims))
+            at += K
         self.write_stats()
         return out
 
@@ -462,14 +556,20 @@ class JudgeClient:
         return self.score_requests([self.request(item, response, ids[n] if ids else str(item.get("id", n)))
                                     for n, (item, response) in enumerate(pairs)])
 
-    def _aggregate(self, item_id: str, samples: list[SampleResult]) -> JudgeScore:
+    def _aggregate(self, item_id: str, samples: list[SampleResult], dims: tuple[str, ...] | None = None) -> JudgeScore:
         good = [s.score for s in samples if s.score is not None]
         if not good:
             return JudgeScore(item_id, None, None, samples, unstable=False, weight=0.0)
         med = statistics.median(good)
         var = statistics.pvariance(good) if len(good) > 1 else 0.0
+        per_dim = None
+        if dims:  # per-dimension medians; the score's variance is the largest dimension's
+            per_dim = {d: statistics.median([s.grades[d] for s in samples if s.grades]) for d in dims}
+            var = max((statistics.pvariance([s.grades[d] for s in samples if s.grades]) if len(good) > 1 else 0.0)
+                      for d in dims)
         unstable = var > self.reward.unstable_variance
-        score = JudgeScore(item_id, med, var, samples, unstable, self.reward.unstable_downweight if unstable else 1.0)
+        score = JudgeScore(item_id, med, var, samples, unstable, self.reward.unstable_downweight if unstable else 1.0,
+                           dims=per_dim)
         with self._lock:
             self._stats["scores"] += 1
             self._stats["unstable"] += unstable
@@ -478,7 +578,8 @@ class JudgeClient:
                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "run_id": self.run_id,
                 "provider": self.provider.name, "model": self.provider.model, "item_id": item_id,
                 "scores": good, "median": med, "variance": var, "threshold": self.reward.unstable_variance,
-                "weight": score.weight}))
+                "weight": score.weight, "dims": per_dim,
+                "grades": [s.grades for s in samples if s.grades] if dims else None}))
         return score
 
     # ------------------------------------------------------------------ stats

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rc1.config.schema import TASKS, TrainConfig
-from rc1.rewards.cache import JudgeStore, liveness_summary
+from rc1.rewards.cache import TRAIN_RUN_PREFIX, JudgeStore, liveness_summary
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import ConfigError, GateRefused
 from rc1.runtime.fingerprint import register_artifact
@@ -321,6 +321,7 @@ class Liveness:
     last_run: dict
     last_run_id: str | None
     problems: list[str]
+    source: str = "probe"  # training: the scores of the judge in the training loop (once training has begun)
 
     @property
     def ok(self) -> bool:
@@ -328,23 +329,27 @@ class Liveness:
 
     def to_dict(self) -> dict:
         return {"window": self.window, "last_run": self.last_run, "last_run_id": self.last_run_id,
-                "problems": self.problems, "ok": self.ok}
+                "problems": self.problems, "ok": self.ok, "source": self.source}
 
 
 def liveness(ws: Workspace, cache_path: str, *, cache_hit_lt: float, window: int = 100) -> Liveness:
-    """Is the scorer live? Reads the ledger only (never calls the judge)."""
+    """Is the scorer live? Reads the ledger only (never calls the judge): the training-time scores once the
+    judge has graded in the training loop, the probe's (and other callers') before."""
     db = ws.path(cache_path)
     if not db.exists():
         return Liveness({}, {}, None, [f"no judge ledger at {cache_path}: the scorer has never been called"])
     with JudgeStore(db, readonly=True) as store:
-        rows = store.recent(window)
-        run_id = store.last_run_id()
+        source = "training" if store.last_run_id(TRAIN_RUN_PREFIX) else "probe"
+        prefix = TRAIN_RUN_PREFIX if source == "training" else None
+        rows = store.recent(window, prefix)
+        run_id = store.last_run_id(prefix)
         run_rows = store.run_rows(run_id) if run_id else []
     win, last = liveness_summary(rows), liveness_summary(run_rows)
     problems = []
     if not rows:
         problems.append("the judge ledger holds no scores")
-    for label, s in (("last %d scores" % window, win), (f"last judge run {run_id}", last)):
+    scope = "training-time " if source == "training" else ""
+    for label, s in ((f"last {window} {scope}scores", win), (f"last {scope}judge run {run_id}", last)):
         if s.get("non_live"):
             problems.append(f"{label}: {s['non_live']} score(s) from a non-live source {s['non_live_sources']}")
         rate = s.get("cache_hit_rate")
@@ -353,8 +358,8 @@ def liveness(ws: Workspace, cache_path: str, *, cache_hit_lt: float, window: int
         if s.get("answered") == 0 and s.get("scores"):
             problems.append(f"{label}: no judge call was answered")
     if rows and win["billable_tokens"] < 1:
-        problems.append(f"last {window} scores: no billable usage (no live call reported tokens)")
-    return Liveness(win, last, run_id, problems)
+        problems.append(f"last {window} {scope}scores: no billable usage (no live call reported tokens)")
+    return Liveness(win, last, run_id, problems, source)
 
 
 def assert_live(ws: Workspace, cache_path: str, *, cache_hit_lt: float, window: int = 100) -> Liveness:

@@ -14,6 +14,12 @@ Difficulty bonus: `advantage_scale = 1 + beta * (I[hard] - I[easy])`. It is NOT 
 reward: a factor shared by a whole GRPO group cancels in the group z-score. Strategies multiply the
 advantages by it, so a hard item's advantage is larger than an easy item's with the same outcomes.
 
+Sources (`reward.source`): the dimensions come from the rules (rc1.rewards.dimensions), or, for the
+dimensions `RewardSection.judge_dimensions()` names, from the live LLM judge (rc1.rewards.live: one
+rubric prompt per episode, K samples, median). The verifier decides `success` whatever the source, so
+the order above holds for judged dimensions too. A judge grade with a variance above
+reward.unstable_variance multiplies the episode's `advantage_scale` by reward.unstable_downweight.
+
 The "old" reward of the shadow run is `RewardModel.plain(w)`: the same seven dimensions with the
 weights the last calibration replaced and neither penalty nor bonus (rc1.rewards.shadow.old_reward).
 """
@@ -36,11 +42,12 @@ class RewardBreakdown:
     success: bool
     penalty: float
     shaping: float             # in [0, 1], before shaping_scale
-    advantage_scale: float     # the difficulty bonus, applied to advantages by the strategies
+    advantage_scale: float     # difficulty bonus x unstable-grade down-weight, applied to advantages
+    judge: dict | None = None  # the judge's grade of this episode (variance, unstable, provenance), when judged
 
     def to_dict(self) -> dict:
         return {"total": self.total, "dims": dict(self.dims), "success": self.success, "penalty": self.penalty,
-                "shaping": self.shaping, "advantage_scale": self.advantage_scale}
+                "shaping": self.shaping, "advantage_scale": self.advantage_scale, "judge": self.judge}
 
 
 @dataclass
@@ -72,16 +79,18 @@ class ScoredEpisode:
 
 
 class RewardModel:
-    """Rule-based and fast: called for every completion inside training."""
+    """Called for every completion inside training: rules alone, or rules and the live judge (`judge`, a
+    rc1.rewards.live.TrainingJudge grading the dimensions it names)."""
 
-    def __init__(self, weights: dict[str, float], cfg: RewardSection, use_overclar_penalty: bool):
+    def __init__(self, weights: dict[str, float], cfg: RewardSection, use_overclar_penalty: bool, judge=None):
         self.weights = check_weights(weights)
         self.cfg = cfg
         self.use_overclar_penalty = bool(use_overclar_penalty)
+        self.judge = judge
 
     @classmethod
-    def from_config(cls, cfg: TrainConfig, ws) -> "RewardModel":
-        return cls(read_weights(ws, cfg.reward.weights), cfg.reward, cfg.use_overclar_penalty)
+    def from_config(cls, cfg: TrainConfig, ws, judge=None) -> "RewardModel":
+        return cls(read_weights(ws, cfg.reward.weights), cfg.reward, cfg.use_overclar_penalty, judge=judge)
 
     @classmethod
     def plain(cls, weights: dict[str, float]) -> "RewardModel":
@@ -102,8 +111,29 @@ class RewardModel:
         shaping = (self.combine(dims) - penalty + P) / (1.0 + P)
         return float(success) + self.cfg.shaping_scale * shaping, shaping
 
+    def score_many(self, items: list[dict], episodes: list) -> list[RewardBreakdown]:
+        """One breakdown per (item, episode); the judge grades them all in one concurrent batch."""
+        if self.judge is None:
+            return [self.score(it, ep) for it, ep in zip(items, episodes)]
+        grades = self.judge.grade(items, episodes)  # JudgeFault when any episode has no grade: never a 0
+        out = []
+        for it, ep, g in zip(items, episodes, grades):
+            dims, success = score_dimensions(it, ep)
+            dims.update(g.dims)
+            b = self._breakdown(it, ep, dims, success)
+            b.advantage_scale *= g.weight
+            b.judge = {"variance": g.variance, "unstable": g.unstable, "weight": g.weight,
+                       "provenance": g.provenance}
+            out.append(b)
+        return out
+
     def score(self, item: dict, episode: Any) -> RewardBreakdown:
+        if self.judge is not None:
+            return self.score_many([item], [episode])[0]
         dims, success = score_dimensions(item, episode)
+        return self._breakdown(item, episode, dims, success)
+
+    def _breakdown(self, item: dict, episode: Any, dims: dict[str, float], success: bool) -> RewardBreakdown:
         penalty = 0.0
         if self.use_overclar_penalty:
             penalty = overclar_penalty(bool(item.get("needs_clarification")),

@@ -111,3 +111,29 @@ def peak_memory_mb(device=None) -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def total_memory_bytes(device) -> float:
+    """The memory a training process on `device` can use: GPU memory on CUDA, the recommended
+    working set of the unified memory on MPS (all of it when torch cannot say), total RAM on a CPU."""
+    import psutil
+
+    kind = getattr(device, "type", str(device))
+    if kind == "cuda":
+        import torch
+
+        return float(torch.cuda.get_device_properties(device).total_memory)
+    if kind == "mps":
+        import torch
+
+        recommended = getattr(torch.mps, "recommended_max_memory", None)
+        if recommended is not None:
+            return float(recommended())
+    return float(psutil.virtual_memory().total)
+
+
+def precision_name(dtype) -> str:
+    """'fp32', 'bf16' or 'fp16' for a torch dtype."""
+    import torch
+
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype))

@@ -54,8 +54,13 @@ LAUNCHER_ENV = "RC1_LAUNCHER_PID"       # set by rc1's launcher in every rank it
 RANK_ENVS = ("LOCAL_RANK", "RANK")      # set by torchrun / accelerate launch in every rank
 DEEPSPEED_STAGES = {"deepspeed_zero2": 2, "deepspeed_zero3": 3}
 # How one iteration's per-rank figures become the global one (when the ranks disagree; agreed values pass as is).
-SUM_KEYS = frozenset({"completion_tokens", "sampler/redraws", "sampler/no_signal_groups_drawn"})
-MAX_KEYS = frozenset({"sec_per_step", "time/rollout_s", "mem_used_mb"})
+SUM_KEYS = frozenset({"completion_tokens", "sampler/redraws", "sampler/no_signal_groups_drawn",
+                      # the live judge (rc1.rewards.live): each rank grades its own rollouts
+                      "judge/calls", "judge/live", "judge/cache", "judge/failed", "judge/errors", "judge/n429",
+                      "judge/billable_tokens", "judge/cost", "judge/unstable", "judge/billable_tokens_total",
+                      "judge/cost_total", "judge/calls_total", "judge/unstable_total"})
+MAX_KEYS = frozenset({"sec_per_step", "time/rollout_s", "mem_used_mb", "judge/seconds", "judge/latency_p50_s",
+                      "judge/latency_p95_s"})
 
 
 def launched_as_rank() -> bool:
@@ -259,7 +264,7 @@ def merge_records(records: list[dict]) -> dict:
     keys = list(dict.fromkeys(k for r in records for k in r))
     for k in keys:
         values = [r.get(k) for r in records]
-        if all(v == values[0] for v in values):
+        if all(v == values[0] for v in values) and k not in SUM_KEYS:
             out[k] = values[0]
             continue
         nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]

@@ -20,7 +20,10 @@ ZERO_VAR_TOL = 1e-9
 def score_rollout(items: list[dict], episodes: list, reward_model, group_size: int) -> ScoredRollout:
     if len(episodes) != len(items):
         raise RuntimeError(f"rollout returned {len(episodes)} episodes for {len(items)} (prompt, generation) pairs")
-    scores = [reward_model.score(it, ep) for it, ep in zip(items, episodes)]
+    if hasattr(reward_model, "score_many"):  # the live judge grades the whole rollout concurrently
+        scores = reward_model.score_many(items, episodes)
+    else:
+        scores = [reward_model.score(it, ep) for it, ep in zip(items, episodes)]
     ro = ScoredRollout(items, episodes, [float(s.total) for s in scores], [bool(s.success) for s in scores],
                        [dict(s.dims) for s in scores], group_size,
                        advantage_scales=[float(s.advantage_scale) for s in scores],

@@ -7,8 +7,9 @@ Group advantages (GRPO / RLOO), G completions per prompt, consecutive in the bat
     grpo   A_i = (r_i - mean_g r) / (std + eps)     std per group ("group"), over the batch ("batch"),
                                                     or 1 ("none", Dr. GRPO)
     rloo   A_i = r_i - mean_{j != i} r_j
-Each advantage is then multiplied by its item's `advantage_scale` (the difficulty bonus
-1 + beta*(I[hard] - I[easy])): a factor on the rewards of a whole group would cancel in the z-score.
+Each advantage is then multiplied by its episode's `advantage_scale` (the difficulty bonus
+1 + beta*(I[hard] - I[easy]), times reward.unstable_downweight when the judge's grade of the episode was
+unstable): a factor on the rewards of a whole group would cancel in the z-score.
 
 Clipped policy-gradient loss per token (PPO / GRPO), ratio rho = exp(logp - old_logp):
     l_t = max(-A rho, -A clip(rho, 1 - c, 1 + c))  (+ beta * KL_t)

@@ -95,6 +95,8 @@ class RecipeBase:
         self.step = 0
         self.steps_this_process = 0
         self.stop_reason: str | None = None     # agreed by every rank: the run stops at the next boundary
+        self.stop_detail: str | None = None     # the stop's sentence (judge budget, judge fault), in the end record
+        self.judge = None                       # rc1.rewards.live.TrainingJudge when the judge scores dimensions
         self.pending_stop: str | None = None    # a stop signal this process received, not yet agreed on
         self.iteration_steps = 1                # micro-steps the last iteration advanced `step` by
         self.last_saved_step: int | None = None
@@ -140,8 +142,41 @@ class RecipeBase:
         if self.reward_model is None:
             from rc1.rewards.reward import RewardModel
 
-            self.reward_model = RewardModel.from_config(cfg, ws)
+            self.reward_model = RewardModel.from_config(cfg, ws, judge=self.make_judge())
+        self.judge = getattr(self.reward_model, "judge", None)
         self.callbacks = build_callbacks(cfg.callbacks)
+
+    def make_judge(self):
+        """The live judge of reward.source judge | hybrid (checked with one call before the first step: a
+        refused key is a ConfigError naming its variable), or None when the rules score every dimension."""
+        from rc1.rewards.live import TrainingJudge, rules_note
+
+        cfg = self.cfg
+        if not cfg.reward.judge_dimensions():
+            note = rules_note(cfg)
+            log.info("reward dimensions from the rules (%s)", note or f"reward.source {cfg.reward.source}")
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        judge = TrainingJudge(self.ws, cfg, run_id=f"train-{cfg.run.name}-s{self.seed_index}-r{self.dist.rank}-{stamp}")
+        judge.preflight()
+        log.info("reward dimensions %s graded by the judge %s (%s), K=%d, concurrency %d; the rest by the rules",
+                 ", ".join(judge.dims), judge.client.provider.name, judge.client.provider.model,
+                 cfg.scorer.samples, cfg.scorer.concurrency)
+        return judge
+
+    def stop_for_judge_budget(self, record: dict) -> None:
+        """Stop after this step when the run's judge calls (every rank's: the merged record's totals, the same on
+        every rank) reached a budget."""
+        if self.judge is None:
+            return
+        self.judge_global = {"billable_tokens": record.get("judge/billable_tokens_total", 0),
+                             "cost": record.get("judge/cost_total", 0.0), "calls": record.get("judge/calls_total", 0),
+                             "unstable": record.get("judge/unstable_total", 0)}
+        why = self.judge.budget_exceeded(self.judge_global["billable_tokens"], self.judge_global["cost"])
+        if why and self.stop_reason is None:
+            log.warning("stopping: %s", why)
+            self.stop_detail = why
+            self.request_stop("judge_budget")
 
     def monitor_state(self) -> dict:
         return {"divergence": self.divergence.state_dict(), "kl": self.kl_control.state_dict(),
@@ -224,6 +259,8 @@ class RecipeBase:
             "engine": self.cfg.engine.name, "strategy": self.cfg.strategy.name,
             "finetune_method": self.finetune_method(), "train_dtype": self.precision(),
             "kl": self.kl_control.summary(), "alerts": list(self.alerts),
+            "reason_detail": self.stop_detail,
+            "judge": self.judge.summary() if self.judge is not None else None,
         }
 
     def finetune_method(self) -> str:
@@ -270,6 +307,8 @@ class RecipeBase:
 
     def cleanup(self) -> None:
         CONTEXT.pop("step", None)
+        if self.judge is not None:
+            self.judge.close()
 
 
 def _now() -> str:

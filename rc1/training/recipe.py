@@ -46,6 +46,7 @@ from pathlib import Path
 
 from rc1.engines.contract import Batch, StepPlan
 from rc1.runtime import checkpoint as ckpt
+from rc1.rewards.live import JudgeFault
 from rc1.envs.verifiers import VerifierError
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fatal import CONTEXT
@@ -98,6 +99,8 @@ class TrainingRecipe(RecipeBase):
             if hasattr(cb, "load_state_dict") and type(cb).__name__ in state.get(ckpt.KEY_CALLBACKS, {}):
                 cb.load_state_dict(state[ckpt.KEY_CALLBACKS][type(cb).__name__])
         recipe_state = state.get(ckpt.KEY_RECIPE, {})
+        if self.judge is not None and self.dist.is_main:  # the run's totals restart on rank 0; the others add theirs
+            self.judge.load_state_dict(recipe_state.get("judge", {}))
         self.accum_position = int(recipe_state.get("accum_position", 0))
         self.feedback = [tuple(f) for f in recipe_state.get("feedback", [])]
         self.window_kls = list(recipe_state.get("window_kls", []))
@@ -128,6 +131,7 @@ class TrainingRecipe(RecipeBase):
         while self.step < self.max_steps and (self.stop_reason is None or not self.at_window_boundary):
             t0 = time.perf_counter()
             CONTEXT["step"] = self.step
+            before = self.step_snapshot()
             batch = self.next_batch()
             try:
                 rollout = self.strategy.rollout(batch)
@@ -142,8 +146,20 @@ class TrainingRecipe(RecipeBase):
                 self.stop_reason = "verifier_error"
                 self.finish()
                 raise
+            except JudgeFault as exc:  # no grade for an episode: never a 0, never a fallback; stop where resumable
+                if not self.at_window_boundary or self.dist.distributed:  # one rank's fault: no collective save
+                    raise
+                self.undo_step(before)
+                log.error("stopping: %s", exc.message)
+                self.stop_reason, self.stop_detail = exc.reason, exc.message
+                self.finish()
+                exc.lines.append(f"training stopped ({exc.reason}) at step {self.step} with its checkpoint; "
+                                 "`rc1 resume` continues (the step is replayed, the grades given served from the cache)")
+                raise
             plan = self.strategy.plan(batch, rollout)
             record.update(plan.metrics)
+            if self.judge is not None:
+                record.update(self.judge.step_figures())
             t_rollout = time.perf_counter() - t0
             if batch.step == 0 and rollout is not None and self.resumed_from is None:
                 self.zero_signal_guard(rollout.stats, len(rollout.rewards) // rollout.group_size, rollout.group_size)
@@ -165,10 +181,35 @@ class TrainingRecipe(RecipeBase):
             record["time/rollout_s"] = t_rollout  # generation + scoring + reference pass
             record = self.end_iteration(record, closes_window)
             self.watch(record)
+            self.stop_for_judge_budget(record)
             self.on_step_end(record)
         if self.window:  # the run ended inside a multi-epoch window: finish its epochs on what it holds
             self.close_window(accum)
         return self.finish()
+
+    def judge_state(self) -> dict:
+        """The run's judge totals over every rank (single process: this judge's own)."""
+        if self.judge is None:
+            return {}
+        if self.dist.distributed:
+            return {**self.judge.state_dict(), **getattr(self, "judge_global", {})}
+        return self.judge.state_dict()
+
+    def step_snapshot(self):
+        """What a step changes before it trains (the sampler's stream, the RNGs, sampler feedback), kept so a step
+        the judge could not grade is undone and replayed exactly on resume (its given grades: cache hits)."""
+        if self.judge is None:
+            return None
+        import copy
+
+        return copy.deepcopy(self.sampler.state_dict()), ckpt.capture_rng(), len(self.feedback)
+
+    def undo_step(self, snapshot) -> None:
+        sampler_state, rng, n_feedback = snapshot
+        self.sampler.load_state_dict(sampler_state)
+        ckpt.restore_rng(rng)
+        del self.feedback[n_feedback:]
+        self.judge.step_figures()  # the live calls it made still count toward the totals and budgets
 
     def next_batch(self) -> Batch:
         """This rank's micro-step of the iteration and its prompts. Every rank draws the prompts of all the
@@ -269,7 +310,8 @@ class TrainingRecipe(RecipeBase):
             ckpt.KEY_CALLBACKS: {type(cb).__name__: cb.state_dict() for cb in self.callbacks
                                  if hasattr(cb, "state_dict")},
             ckpt.KEY_RECIPE: {"accum_position": self.accum_position, "monitors": self.monitor_state(),
-                              "feedback": list(self.feedback), "window_kls": list(self.window_kls)},
+                              "feedback": list(self.feedback), "window_kls": list(self.window_kls),
+                              "judge": self.judge_state()},
         }
         writers = {ckpt.TRAINER_STATE_FILE: ckpt.torch_writer(trainer_state)}
         if weights is not None:

@@ -37,10 +37,31 @@ def test_a_bench_command_writes_its_report(tmp_path):
 
 
 def test_bad_bench_options_are_one_line_config_errors(tmp_path):
-    for args, msg in ((["grpo", "--engines", "pure_pt,deepspeed"], "--engines pure_pt,deepspeed"),
+    for args, msg in ((["memory", "--shape", "qwen3-40b"], "--shape 'qwen3-40b': unknown"),
+                      (["memory", "--method", "qlora,lorra"], "--method qlora,lorra: expected some of"),
+                      (["memory", "--strategy", "dpo"], "--strategy 'dpo': expected grpo or ppo"),
+                      (["memory", "--method", "lora", "--full-depth", "full"], "--full-depth full: expected some of"),
+                      (["grpo", "--engines", "pure_pt,deepspeed"], "--engines pure_pt,deepspeed"),
                       (["eval", "--dtype", "fp8", "--model", "random:qwen3-tiny", "--n", "1"], "--dtype 'fp8'")):
         res = CliRunner().invoke(app, ["--workdir", str(tmp_path), "bench", *args])
         assert res.exit_code == 2, (args, res.output)
         assert msg in res.output, (args, res.output)
     res = CliRunner().invoke(app, ["bench", "nope"])
     assert res.exit_code == 2 and "No such command" in res.output
+
+
+def test_bench_memory_writes_measured_and_extrapolated_figures(tmp_path):
+    """The real command on the tiny shape: the production step it ran at full depth is `measured`, the one it did
+    not run is `extrapolated` from the fitted arithmetic."""
+    res = CliRunner().invoke(app, ["--workdir", str(tmp_path), "bench", "memory", "--shape", "qwen3-tiny", "--quick",
+                                   "--method", "qlora,lora", "--full-depth", "lora", "--device", "cpu",
+                                   "--max-new-tokens", "16", "--max-length", "64", "--group-size", "2",
+                                   "--prompts", "1"])
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "reports/bench/memory.json").read_text())
+    lora, qlora = report["methods"]["lora"], report["methods"]["qlora"]
+    assert lora["kind"] == "measured" and qlora["kind"] == "extrapolated"
+    assert lora["peak_gb"] == round(lora["full_depth_measured"][0]["peak_gb"], 2)
+    assert report["production_step"].startswith("2 rows x 64 tokens, 16 generated")
+    assert all(abs(p["error_pct"]) < 25 for p in report["fit"]["points"])
+    assert "wrote reports/bench/memory.json" in res.output

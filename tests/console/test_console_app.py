@@ -160,6 +160,17 @@ async def test_training_screen_follows_appended_metrics_and_counts_corrupt_lines
                                  "alert/kind": "reward_success_divergence"}) + "\n")
         await wait_for(pilot, lambda: "ALERT at step 261" in text_of(info), what="alert line")
         assert "verified success did not" in text_of(info)
+        assert "judge:" not in text_of(info)  # a rules-scored run has no judge line
+        # a run with the judge in the loop: its latest step's figures beside the plots
+        with open(console_ws.metrics_path, "a") as fh:
+            fh.write(json.dumps({"step": 262, "loss": 0.1, "judge/calls": 18, "judge/live": 12, "judge/cache": 6,
+                                 "judge/latency_p50_s": 0.61, "judge/latency_p95_s": 1.2, "judge/seconds": 4.5,
+                                 "judge/cost_total": 0.0123, "judge/billable_tokens_total": 41000,
+                                 "judge/n429": 2, "judge/unstable_total": 3}) + "\n")
+        await wait_for(pilot, lambda: "judge:" in text_of(info), what="judge line")
+        line = text_of(info)
+        assert "calls 18 (live 12, cache 6)" in line and "p50 0.61s p95 1.20s" in line
+        assert "cost so far 0.0123 (41000 tokens)" in line and "429s 2" in line and "unstable samples 3" in line
 
 
 async def test_dead_trainer_shows_error_report_and_offers_failpack_and_resume(console_ws):

@@ -64,6 +64,11 @@ def test_all_errors_reported_at_once(ws):
     ("engine:\n  name: trl\nmodel:\n  top_p: 0.9\n", "without the top-p nucleus"),
     ("strategy:\n  multi_turn: sometimes\n", "strategy.multi_turn"),
     ("strategy:\n  importance_sampling_cap: 0.5\n", "strategy.importance_sampling_cap"),
+    ("run: {name: x}\nreward:\n  source: hybird\n", "reward.source"),
+    ("run: {name: x}\nreward:\n  dimension_source: {clarty: judge}\n", "reward.dimension_source: unknown reward dimension"),
+    ("run: {name: x}\nscorer:\n  max_cost: 5\n  prices: {}\n", "max_cost needs a price for provider 'local'"),
+    ("run: {name: x}\nscorer:\n  max_billable_tokens: 0\n", "scorer.max_billable_tokens"),
+    ("engine:\n  name: trl\nreward:\n  source: hybrid\n", "reward.source: hybrid (the judge in the reward loop) runs on engine pure_pt"),
 ])
 def test_bad_configs_exit_2_with_one_clear_reason(ws, text, needle):
     rel = _write(ws, text)

@@ -7,10 +7,10 @@ prompt (it reads "Reference answer:" and "Response:" from the user turn, as an o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
-import threading
 
 from rc1.envs.answers import extract_final_answer
 
@@ -35,11 +35,13 @@ def constant_judge(text: str = "7"):
 
 
 def random_judge(seed: int = 0):
-    rng, lock = random.Random(seed), threading.Lock()
+    """A grade drawn at random for each (reference, response) pair: unrelated to correctness, and the same
+    whatever order concurrent requests arrive in (a shared stream of draws made the verdict order-dependent)."""
 
     def judge(body):
-        with lock:
-            return str(rng.randint(0, 10))
+        user = body["messages"][-1]["content"]
+        pair = f"{seed}|{_REF.search(user).group(1)}|{_RESP.search(user).group(1)}"
+        return str(random.Random(hashlib.sha256(pair.encode()).digest()).randint(0, 10))
     return judge
 
 
@@ -65,3 +67,27 @@ def logprob_judge(body):
     prefix, answer = text[:len("The answer is ")], text[len("The answer is "):]
     lp = -0.1 if _norm(answer) == _norm(ref) else -4.0
     return text, [(prefix, -0.5), *((w, lp) for w in re.findall(r"\S+\s*", answer))]
+
+
+_DIMS_ASKED = re.compile(r"^([a-z_]+): <0-10>$", re.M)
+
+
+def rubric_judge(spread: int = 0, unstable_on: tuple[str, ...] = ()):
+    """A deterministic judge of rc1's rubric-dimensions prompt: each asked dimension's grade is a hash of the
+    user turn (the response) and the dimension; sample k (its `seed`) adds `spread * (k mod 3 - 1)`, clipped to
+    0-10. Responses whose user turn contains a text of `unstable_on` get grades 0 / 10 / 5 by sample."""
+    import hashlib
+
+    def judge(body):
+        system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+        dims = _DIMS_ASKED.findall(system)
+        k = int(body.get("seed", 1000)) - 1000
+        lines = []
+        for d in dims:
+            g = int(hashlib.sha256(f"{d}|{user}".encode()).hexdigest(), 16) % 11
+            g = min(10, max(0, g + spread * (k % 3 - 1)))
+            if any(text in user for text in unstable_on):
+                g = (0, 10, 5)[k % 3]
+            lines.append(f"{d}: {g}")
+        return "\n".join(lines)
+    return judge

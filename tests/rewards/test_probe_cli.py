@@ -106,3 +106,33 @@ def test_probe_of_another_provider_too_small_or_without_usage_fails_the_gate(ws,
     rep = json.loads(ws.path("reports/scorer_probe.json").read_text())
     ws.path("reports/scorer_probe.json").write_text(json.dumps({**rep, "provider": "deepseek"}))
     assert "probe provider" in {c.name for c in gate(ws).failing}
+
+
+def _training_rows(ws, run_id: str, n: int, provenance: str) -> None:
+    """Ledger rows as the judge in the training loop writes them (rc1.rewards.live, run id train-...)."""
+    from rc1.rewards.cache import JudgeStore, LedgerRow
+
+    with JudgeStore(ws.path("reports/judge_cache.sqlite")) as store:
+        for i in range(n):
+            live = provenance == "live"
+            store.record(LedgerRow(run_id, "openai", "fault-model", f"t{i}", 0, f"k{i}", provenance, "ok", 0.7,
+                                   0.05 if live else None, 40 if live else 0, 1 if live else 0, int(live)))
+
+
+def test_training_time_grades_all_from_cache_are_refused_whatever_the_probe_says(ws):
+    # a live probe passes on its own window...
+    assert rc1(ws, "reward", "probe", "--n", "2", "--seed", "5", "-c", "configs/run.yaml").exit_code == 0
+    assert rc1(ws, "reward", "assert-live", "--cache-hit-lt", "0.10", "-c", "configs/run.yaml").exit_code == 0
+    # ...then a training run (or a resume) whose grades were all replayed from the cache
+    _training_rows(ws, "train-t-s0-r0-20260101T000000Z", 30, "cache")
+    r = rc1(ws, "reward", "assert-live", "--cache-hit-lt", "0.10", "-c", "configs/run.yaml")
+    assert r.exit_code == 3 and "training-time" in r.output and "cache hit rate 1.000" in r.output
+    # a fresh probe afterwards cannot vouch for training: the training window is still what is read
+    assert rc1(ws, "reward", "probe", "--n", "2", "--seed", "6", "-c", "configs/run.yaml").exit_code == 0
+    assert rc1(ws, "reward", "assert-live", "--cache-hit-lt", "0.10", "-c", "configs/run.yaml").exit_code == 3
+    failing = {c.name for c in gate(ws).checks if not c.passed}
+    assert "cache hit rate, last training judge run" in failing
+    # live training-time scoring passes
+    _training_rows(ws, "train-t-s0-r0-20260101T010000Z", 100, "live")
+    r = rc1(ws, "reward", "assert-live", "--cache-hit-lt", "0.10", "-c", "configs/run.yaml")
+    assert r.exit_code == 0 and "training scoring" in r.output

@@ -108,3 +108,31 @@ def test_truncated_text_holding_the_answer_is_not_correct():
 def test_shaping_scale_must_stay_below_one():
     with pytest.raises(ValueError):
         RewardSection(shaping_scale=1.0)
+
+
+class _AdversarialJudge:
+    """Stands in for rc1.rewards.live.TrainingJudge: grades every judged dimension as it is told."""
+
+    def __init__(self, dims, grades):
+        self.dims, self.grades = dims, list(grades)
+
+    def grade(self, items, episodes):
+        from rc1.rewards.judge import JudgeScore
+
+        return [JudgeScore(it["id"], 0.5, 0.0, [], dims=dict(zip(self.dims, g))) for it, g in zip(items, self.grades)]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), weights=_weights(), scale=st.floats(0, 0.999), source=st.sampled_from(["judge", "hybrid"]))
+def test_correct_wins_whatever_the_judge_grades(data, weights, scale, source):
+    """The judge may grade a wrong answer 10/10 on every dimension (correctness included) and a right one 0/10:
+    the verifier's success still decides the order."""
+    cfg = RewardSection(shaping_scale=scale, source=source)
+    dims = cfg.judge_dimensions()
+    grade = st.lists(st.floats(0, 1), min_size=len(dims), max_size=len(dims))
+    judge = _AdversarialJudge(dims, [data.draw(grade), data.draw(grade)])
+    model = RewardModel(weights, cfg, use_overclar_penalty=True, judge=judge)
+    item = data.draw(st.sampled_from(ITEMS))
+    r, w = model.score_many([item, item], [data.draw(episode(item, True)), data.draw(episode(item, False))])
+    assert r.success and not w.success
+    assert r.total > w.total

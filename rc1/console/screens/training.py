@@ -81,9 +81,30 @@ def metrics_text(snap: MetricsSnapshot | None) -> Text:
              for k in keys if k in snap.last]
     if shown:
         out.append("\nlast: " + "  ".join(shown))
+    judge = judge_text(snap.last)
+    if judge is not None:
+        out.append("\n").append_text(judge)
     for step, message in snap.alerts:
         out.append(f"\n⚠ ALERT at step {step}: ", style="bold red")
         out.append(message, style="red")
+    return out
+
+
+def judge_text(last: dict) -> Text | None:
+    """The live judge of the latest step (metrics.jsonl judge/* fields), or None when the judge does not score."""
+    if "judge/calls" not in last:
+        return None
+    def num(key, fmt):
+        v = last.get(key)
+        return format(v, fmt) if isinstance(v, (int, float)) else "-"
+    out = Text("judge: ")
+    out.append(f"calls {num('judge/calls', 'd')} (live {num('judge/live', 'd')}, cache {num('judge/cache', 'd')})")
+    out.append(f"  latency p50 {num('judge/latency_p50_s', '.2f')}s p95 {num('judge/latency_p95_s', '.2f')}s")
+    out.append(f"  {num('judge/seconds', '.1f')}s of the step")
+    out.append(f"  cost so far {num('judge/cost_total', '.4f')} ({num('judge/billable_tokens_total', 'd')} tokens)")
+    n429, unstable = last.get("judge/n429") or 0, last.get("judge/unstable_total") or 0
+    out.append(f"  429s {n429}", style="yellow" if n429 else "")
+    out.append(f"  unstable samples {unstable}", style="yellow" if unstable else "")
     return out
 
 
