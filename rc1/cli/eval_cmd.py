@@ -7,14 +7,14 @@ from typing import Annotated, Optional
 import typer
 
 from rc1.cli.common import print_checks, workspace
-from rc1.runtime.fmt import fmt_pp, fmt_pp_ci
+from rc1.runtime.fmt import fmt_pct, fmt_pp, fmt_pp_ci
 
 
 def _fmt_rate(part: dict | None) -> str:
     if not part or part.get("rate") is None:
         return "n/a"
-    lo, hi = part["ci95"]
-    return f"{100 * part['rate']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] (n={part['n']})"
+    lo, hi = (f"{100 * b:.1f}" for b in part["ci95"])
+    return f"{fmt_pct(part['rate'])} [{lo}, {hi}] (n={part['n']})"
 
 
 def _fmt_delta(d: dict | None) -> str:

@@ -53,6 +53,14 @@ def task_name_problem(name: str) -> str | None:
     return None
 
 
+def known_dimensions(by_dimension: dict) -> dict:
+    """`by_dimension` unchanged when every key is a reward dimension; else ValueError naming the unknown ones."""
+    unknown = sorted(set(by_dimension) - set(REWARD_DIMENSIONS))
+    if unknown:
+        raise ValueError(f"unknown reward dimension(s) {unknown}; known: {list(REWARD_DIMENSIONS)}")
+    return by_dimension
+
+
 def task_order(names: Iterable[str]) -> list[str]:
     """Task names in report order: the built-in tasks first (in TASKS order), then custom ones sorted."""
     names = set(names)
@@ -201,10 +209,7 @@ class RewardSection(Strict):
     @field_validator("dimension_source")
     @classmethod
     def _known_dims(cls, v):
-        unknown = sorted(set(v) - set(REWARD_DIMENSIONS))
-        if unknown:
-            raise ValueError(f"unknown reward dimension(s) {unknown}; known: {list(REWARD_DIMENSIONS)}")
-        return v
+        return known_dimensions(v)
 
     def judge_dimensions(self) -> tuple[str, ...]:
         """The dimensions the judge grades (in REWARD_DIMENSIONS order); empty: the rules score them all."""
@@ -788,10 +793,7 @@ class WeightsFile(Strict):
     @field_validator("weights")
     @classmethod
     def _known(cls, v):
-        unknown = sorted(set(v) - set(REWARD_DIMENSIONS))
-        if unknown:
-            raise ValueError(f"unknown reward dimension(s) {unknown}; known: {list(REWARD_DIMENSIONS)}")
-        return v
+        return known_dimensions(v)
 
     def constraint_errors(self, max_weight: float = 0.5, tol: float = 1e-6) -> list[str]:
         """Each broken constraint as 'weights.<key>: ...'. Kept separate from parsing so a gate can report them."""
