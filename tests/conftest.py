@@ -30,3 +30,11 @@ def _quiet_env(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     yield
+
+
+@pytest.fixture(scope="session")
+def tiny_dir():
+    """The random:qwen3-tiny model directory (built once into the model cache)."""
+    from rc1.models.loader import resolve_base
+
+    return resolve_base("random:qwen3-tiny")
