@@ -267,20 +267,48 @@ class PurePTEngine:
                 out = lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
                 h = out.last_hidden_state[:, :-1]
                 h_sel = h[sel]
-            logits = lm.get_output_embeddings()(h_sel).float()
-        shape = sel.shape
-        targets = input_ids[:, 1:][sel]
-        logits = sampling_logits(logits, temperature, top_p, keep=targets)
-        logz = torch.logsumexp(logits, dim=-1)
-        logp = torch.zeros(shape, dtype=torch.float32, device=input_ids.device)
-        logp = logp.masked_scatter(sel, logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz)
-        ent = None
-        if entropy:  # entropy="grad" keeps it differentiable (an entropy bonus in the loss)
-            with torch.no_grad() if entropy != "grad" else contextlib.nullcontext():
+            targets = input_ids[:, 1:][sel]
+            tok_logp, tok_ent = self._project(lm, h_sel, targets, entropy, temperature, top_p)
+        logp = torch.zeros(sel.shape, dtype=torch.float32, device=input_ids.device).masked_scatter(sel, tok_logp)
+        ent = torch.zeros_like(logp).masked_scatter(sel, tok_ent) if entropy else None
+        return ForwardOutput(logp, ent, h.float() if hidden else None)
+
+    def _project(self, lm, h_sel, targets, entropy, temperature: float, top_p: float):
+        """Log-prob (and entropy) of each selected token from its hidden state [N, H].
+
+        The fp32 [N x vocab] logits and their softmax copies are the largest tensors of a step with
+        long completions (4096 generated tokens x 16 rows x Qwen3's 151,936 entries is 40 GB per copy).
+        Above `logits_chunk_tokens(vocab)` tokens the projection runs in chunks, each under activation
+        checkpointing: a chunk's logits live only while that chunk is computed (forward) or recomputed
+        (backward), and only its [chunk] log-probs are kept. Same values per token as one projection.
+        """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+        from rc1.models.memory import logits_chunk_tokens
+
+        head = lm.get_output_embeddings()
+
+        def project(h, t):
+            with self.autocast():
+                logits = head(h).float()
+            logits = sampling_logits(logits, temperature, top_p, keep=t)
+            logz = torch.logsumexp(logits, dim=-1)
+            lp = logits.gather(-1, t.unsqueeze(-1)).squeeze(-1) - logz
+            if not entropy:
+                return lp, torch.zeros_like(lp)
+            with torch.no_grad() if entropy != "grad" else contextlib.nullcontext():  # "grad": an entropy bonus
                 probs = torch.softmax(logits, dim=-1)
                 finite = logits.clamp(min=torch.finfo(logits.dtype).min)  # -inf outside the nucleus: p = 0 there
-                ent = torch.zeros_like(logp).masked_scatter(sel, logz - (probs * finite).sum(-1))
-        return ForwardOutput(logp, ent, h.float() if hidden else None)
+                return lp, logz - (probs * finite).sum(-1)
+
+        chunk = logits_chunk_tokens(head.weight.shape[0])
+        if h_sel.shape[0] <= chunk:
+            return project(h_sel, targets)
+        parts = [checkpoint(project, h_sel[i:i + chunk], targets[i:i + chunk], use_reentrant=False)
+                 if torch.is_grad_enabled() else project(h_sel[i:i + chunk], targets[i:i + chunk])
+                 for i in range(0, h_sel.shape[0], chunk)]
+        return torch.cat([lp for lp, _ in parts]), torch.cat([e for _, e in parts])
 
     def _shared_prefix_hidden(self, lm, input_ids, attention_mask, sel, plan):
         """Hidden states at the selected positions, computing each shared prompt once (see shared_prefix_plan).

@@ -38,6 +38,14 @@ GB = 1e9
 NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
 ROLLOUT_STRATEGIES = ("grpo", "rloo", "ppo", "dpo")
 LOGITS, LAYER_BACKWARD, OPTIMIZER, GENERATION = "logits", "layer backward", "optimizer step", "generation"
+# The engine projects generated tokens onto the vocabulary in chunks of at most this many logits (2^27
+# fp32 values, 512 MiB per copy), each chunk under activation checkpointing (PurePTEngine._project).
+LOGITS_CHUNK_ELEMENTS = 2 ** 27
+
+
+def logits_chunk_tokens(vocab: int) -> int:
+    """Tokens per vocabulary-projection chunk: 883 for Qwen3's 151,936 entries, 2730 for SmolLM2's 49,152."""
+    return max(8, LOGITS_CHUNK_ELEMENTS // vocab)
 
 
 @dataclass(frozen=True)
@@ -186,8 +194,10 @@ def estimate(shape: ModelShape, plan: MemoryPlan, calibration: Calibration | Non
         kept = {"checkpointed layer inputs": 4.0 * H * tokens * L}
     else:
         kept = {"layer activations": cal.layer_nogc * per_layer * L}
-    logits = {"logits": (cal.logits_copies + (1 if plan.temperature_copy else 0)) * 4.0 * plan.sequences
-              * plan.action_tokens * V}
+    projected = min(plan.sequences * plan.action_tokens, logits_chunk_tokens(V))  # one chunk alive at a time
+    logits = {"logits": (cal.logits_copies + (1 if plan.temperature_copy else 0)) * 4.0 * projected * V}
+    if projected < plan.sequences * plan.action_tokens:  # checkpointed chunks keep their input hidden states
+        logits["projection inputs"] = cb * H * plan.sequences * plan.action_tokens
     if plan.value_head:                                   # PPO keeps the hidden states of every position
         logits["hidden states (value head)"] = (4 + cb) * H * tokens
     if plan.method == "full":

@@ -65,3 +65,34 @@ def test_no_plan_without_a_shared_prompt():
     assert shared_prefix_plan(ids[:1], attn[:1], act[:1] > 0) is None  # one row
     act0 = torch.tensor([[1.0, 1, 1], [1.0, 1, 1]])
     assert shared_prefix_plan(ids, attn, act0 > 0) is None  # nothing before the first action
+
+
+@pytest.mark.parametrize("entropy", [True, "grad"])
+def test_chunked_vocabulary_projection_matches_one_projection(tmp_path, tiny_model_dir, monkeypatch, entropy):
+    """Long completions project onto the vocabulary in checkpointed chunks: same log-probs, entropies and
+    gradients as one projection of every token."""
+    from rc1.models import memory
+
+    ws = Workspace(tmp_path)
+    cfg = load_train_config(make_workspace(tmp_path, tiny_model_dir), ws)
+    engine = PurePTEngine(ws)
+    engine.setup(cfg)
+    g = torch.Generator().manual_seed(1)
+    rand = lambda n: torch.randint(5, 300, (n,), generator=g).tolist()  # noqa: E731
+    ids, attn, act = _batch(engine, [rand(5), rand(8)], [[rand(9), rand(6)], [rand(7), rand(4)]])
+    results = []
+    for chunk_elements in (10 ** 12, 8 * engine.model.get_output_embeddings().weight.shape[0]):
+        monkeypatch.setattr(memory, "LOGITS_CHUNK_ELEMENTS", chunk_elements)  # one chunk, then chunks of 8
+        engine.model.zero_grad()
+        out = engine.forward(ids, attn, positions=act, hidden=True, entropy=entropy)
+        loss = (out.logp * act).sum() + (out.entropy * act).sum() * (entropy == "grad")
+        loss.backward()
+        results.append((out.logp.detach(), out.entropy.detach(),
+                        {n: p.grad.clone() for n, p in engine.model.named_parameters() if p.grad is not None}))
+    (lp1, ent1, g1), (lp2, ent2, g2) = results
+    assert int(act.sum()) > memory.logits_chunk_tokens(engine.model.get_output_embeddings().weight.shape[0])
+    torch.testing.assert_close(lp1, lp2, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(ent1, ent2, atol=1e-5, rtol=1e-4)
+    assert g1.keys() == g2.keys() and g1
+    for name in g1:
+        torch.testing.assert_close(g1[name], g2[name], atol=1e-5, rtol=1e-4, msg=name)
