@@ -32,6 +32,16 @@ def _quiet_env(monkeypatch):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _rc1_logger_propagates():
+    """An in-process `rc1 train/eval/pipeline` (CliRunner) calls setup_logging, which stops the 'rc1' logger
+    propagating; put it back after each test so a later test's caplog still sees rc1's records."""
+    import logging
+
+    yield
+    logging.getLogger("rc1").propagate = True
+
+
 @pytest.fixture(scope="session")
 def tiny_dir():
     """The random:qwen3-tiny model directory (built once into the model cache)."""
