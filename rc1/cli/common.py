@@ -23,6 +23,13 @@ class _State:
 STATE = _State()
 
 
+def command_group(parent: typer.Typer, name: str, help: str) -> typer.Typer:
+    """A sub-command group `rc1 ... NAME` (one Typer app per group, joined with add_typer)."""
+    group = typer.Typer(help=help, no_args_is_help=True)
+    parent.add_typer(group, name=name)
+    return group
+
+
 def workspace() -> Workspace:
     from rc1.envs.verifiers import use_workspace
 

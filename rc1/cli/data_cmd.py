@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rc1.cli.common import print_checks, workspace
+from rc1.cli.common import command_group, print_checks, workspace
 from rc1.runtime.layout import (BALANCED_POOL, DIFFICULTY_REPORT, DIVERSITY_REPORT, POOL, POOL_METRICS, SHADOW_MANIFEST,
                                 SHADOW_SET, V1_POOL)
 
@@ -109,10 +109,8 @@ def _finish(report: dict, name: str, report_path: Optional[str]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    data = typer.Typer(help="Task data: seed pool, shadow set, validation, difficulty.", no_args_is_help=True)
-    app.add_typer(data, name="data")
-    diff = typer.Typer(help="Difficulty metrics, buckets and the difficulty report.", no_args_is_help=True)
-    data.add_typer(diff, name="difficulty")
+    data = command_group(app, "data", "Task data: seed pool, shadow set, validation, difficulty.")
+    diff = command_group(data, "difficulty", "Difficulty metrics, buckets and the difficulty report.")
 
     @data.command("build-pool")
     def build_pool(

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rc1.cli.common import print_checks, workspace
+from rc1.cli.common import command_group, print_checks, workspace
 from rc1.runtime.fmt import fmt_pct, fmt_pp, fmt_pp_ci
 
 
@@ -98,8 +98,7 @@ def register(app: typer.Typer) -> None:
         path = build_report(ws, cfg, config_path=config)
         typer.echo(f"wrote {ws.rel(path)}")
 
-    scale = typer.Typer(help="Gated pool expansion (scale_1000, scale_5000).", no_args_is_help=True)
-    app.add_typer(scale, name="scale")
+    scale = command_group(app, "scale", "Gated pool expansion (scale_1000, scale_5000).")
 
     @scale.command("run")
     def scale_run(

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rc1.cli.common import workspace
+from rc1.cli.common import command_group, workspace
 
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="run config (default: the machine's, else built-in defaults)")]
 
@@ -42,9 +42,7 @@ def _pct(ci: dict) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    reward = typer.Typer(help="Reward and scorer: probe, assert-live, calibrate, shadow-run, ablate-overclar.",
-                         no_args_is_help=True)
-    app.add_typer(reward, name="reward")
+    reward = command_group(app, "reward", "Reward and scorer: probe, assert-live, calibrate, shadow-run, ablate-overclar.")
 
     @reward.command("probe")
     def probe(
