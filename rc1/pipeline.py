@@ -27,7 +27,6 @@ from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import verify_artifact
 from rc1.runtime.workspace import Workspace
 
-log_name = "rc1.pipeline"
 INTERRUPT_GRACE_S = 180  # a training step on a laptop CPU plus its checkpoint
 DEV_BASE_RESPONSES = "data/responses_dev_base.jsonl"  # `rc1 reward base-answers` (rc1.rewards.responses.DEV_BASE_TAG)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -116,7 +115,3 @@ STATUS_LABELS = {"pass": "ok  ", "fail": "FAIL", "blocked": "N/M!", "warned": "W
 
 def status_label(res, c) -> str:
     return STATUS_LABELS[res.outcome(c)]
-
-
-def is_tty() -> bool:
-    return sys.stdout.isatty()

@@ -33,14 +33,6 @@ PARALLEL_FROM = 4000
 VALIDATE_FIELDS = ("id", "task", "template", "role", "style", "messages", "question", "answer")
 
 
-def metrics_path_for(pool: str) -> str:
-    return pool[:-len(".jsonl")] + ".metrics.jsonl" if pool.endswith(".jsonl") else pool + ".metrics.jsonl"
-
-
-def balanced_path_for(pool: str) -> str:
-    return pool[:-len(".jsonl")] + ".balanced.jsonl" if pool.endswith(".jsonl") else pool + ".balanced.jsonl"
-
-
 def meta_path(path: Path) -> Path:
     return path.with_name(path.name + ".meta.json")
 

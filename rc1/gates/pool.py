@@ -15,7 +15,7 @@ import json
 from rc1.data.applicability import v1_required
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.fingerprint import Evidence, sha256_file, verify_artifact
-from rc1.runtime.layout import BALANCED_POOL, POOL, SHADOW_SET, V1_POOL
+from rc1.runtime.layout import BALANCED_POOL, POOL, SHADOW_SET, V1_POOL, metrics_path_for
 from rc1.runtime.layout import DIVERSITY_REPORT as REPORT
 
 MAKERS = {
@@ -34,8 +34,7 @@ def data_paths(ctx: GateContext) -> dict[str, str]:
     else:
         pool, shadow, balanced = cfg.pool.out, cfg.data.shadow_path, cfg.seed_pool
         v1 = cfg.pool.v1_pool or V1_POOL
-    metrics = pool[:-len(".jsonl")] + ".metrics.jsonl" if pool.endswith(".jsonl") else pool + ".metrics.jsonl"
-    return {"pool": pool, "shadow": shadow, "v1": v1, "metrics": metrics, "balanced": balanced}
+    return {"pool": pool, "shadow": shadow, "v1": v1, "metrics": metrics_path_for(pool), "balanced": balanced}
 
 
 def tokenizer_base(ctx: GateContext) -> str | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from rc1.config.load import config_hash, load_gates_config, load_train_config
@@ -115,7 +114,3 @@ def last_gate_reports(ws: Workspace) -> dict[str, dict]:
 
 def current_state(ws: Workspace) -> str:
     return store.load_record(ws).state
-
-
-def ticket_exists(ws: Workspace, state: str) -> bool:
-    return Path(store.ticket_path(ws, state)).exists()

@@ -26,3 +26,8 @@ LEARNING_SIGNAL_REPORT = "reports/learning_signal.json"
 GATE_REPORTS = "reports/gates"            # one <gate>.json per gate: its last run
 RC1_REPORT = "reports/rc1/rc1_report.md"
 PIPELINE_TIMINGS = "reports/rc1/pipeline_timings.json"
+
+
+def metrics_path_for(pool: str) -> str:
+    """The difficulty-metrics file beside a pool: x.jsonl -> x.metrics.jsonl."""
+    return pool[:-len(".jsonl")] + ".metrics.jsonl" if pool.endswith(".jsonl") else pool + ".metrics.jsonl"
