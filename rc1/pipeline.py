@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rc1.config.schema import TrainConfig
-from rc1.machine import store
-from rc1.machine.table import STATES
-from rc1.runtime.errors import EXIT_GATE, Rc1Error
+from rc1.runtime import layout
+from rc1.runtime.layout import PIPELINE_TIMINGS as TIMINGS
+from rc1.state import store
+from rc1.state.table import STATES
+from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import verify_artifact
 from rc1.runtime.workspace import Workspace
 
-log_name = "rc1.pipeline"
-TIMINGS = "reports/rc1/pipeline_timings.json"
 INTERRUPT_GRACE_S = 180  # a training step on a laptop CPU plus its checkpoint
 DEV_BASE_RESPONSES = "data/responses_dev_base.jsonl"  # `rc1 reward base-answers` (rc1.rewards.responses.DEV_BASE_TAG)
 
@@ -106,7 +106,7 @@ class Pipeline:
         raw = pool.out
         metrics = raw.replace(".jsonl", ".metrics.jsonl")
         balanced = cfg.seed_pool
-        v1 = pool.v1_pool or "data/rollouts/rc1_v1.jsonl"
+        v1 = pool.v1_pool or layout.V1_POOL
         past = self.past_gates
         mix = ",".join(f"{k}:{v}" for k, v in cfg.datasets.mix.items())
         target = ",".join(f"{k}:{v}" for k, v in pool.difficulty_target.items())
@@ -137,11 +137,11 @@ class Pipeline:
                   lambda: past() or self.artifacts_ok(balanced)),
             Stage("data: difficulty validate", ["data", "difficulty", "validate", "--config", c, "--metrics", metrics,
                                                 "--balanced", balanced, "--gates", cfg.gates],
-                  lambda: past() or self.artifacts_ok("reports/rc1/difficulty_report.json")),
+                  lambda: past() or self.artifacts_ok(layout.DIFFICULTY_REPORT)),
             Stage("data: validate pool", ["data", "validate-pool", raw, "--config", c, "--shadow", shadow,
                                           *(["--v1", v1] if v1_required(cfg) else []),
                                           "--gates", cfg.gates, "--base", base],
-                  lambda: past() or self.artifacts_ok("reports/diversity_report.json")),
+                  lambda: past() or self.artifacts_ok(layout.DIVERSITY_REPORT)),
             Stage("judge: serve", ["judge", "serve", *(["--gguf", cfg.scorer.judge_gguf] if cfg.scorer.judge_gguf else [])],
                   lambda: past()),
             Stage("scorer: live probe", ["reward", "probe", "--config", c, "--n", "8", "--provider",
@@ -160,7 +160,7 @@ class Pipeline:
                                          "--source", cfg.eval.shadow_run_source, *self._sampled_shadow_args()],
                   lambda: past()),
             Stage("learning signal", ["learning-signal", "--config", c],
-                  lambda: past() or self.artifacts_ok("reports/learning_signal.json") and self.signal_current()),
+                  lambda: past() or self.artifacts_ok(layout.LEARNING_SIGNAL_REPORT) and self.signal_current()),
             Stage("gate: round2", ["advance", "--to", "round2", "--config", c], lambda: past()),
             *self._train_stages(),
             Stage("gate: training done", ["advance", "--to", "eval", "--config", c],

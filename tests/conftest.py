@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.cli import REPO
 
 
 @pytest.fixture
@@ -34,6 +32,19 @@ def _quiet_env(monkeypatch):
     yield
 
 
-def rc1_cmd() -> list[str]:
-    exe = shutil.which("rc1", path=os.path.dirname(os.sys.executable))
-    return [exe] if exe else [os.sys.executable, "-m", "rc1.cli.main"]
+@pytest.fixture(autouse=True)
+def _rc1_logger_propagates():
+    """An in-process `rc1 train/eval/pipeline` (CliRunner) calls setup_logging, which stops the 'rc1' logger
+    propagating; put it back after each test so a later test's caplog still sees rc1's records."""
+    import logging
+
+    yield
+    logging.getLogger("rc1").propagate = True
+
+
+@pytest.fixture(scope="session")
+def tiny_dir():
+    """The random:qwen3-tiny model directory (built once into the model cache)."""
+    from rc1.models.loader import resolve_base
+
+    return resolve_base("random:qwen3-tiny")

@@ -136,7 +136,7 @@ def machine() -> dict:
                    if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    from rc1.training.distributed import usable_cpus
+    from rc1.runtime.distributed import usable_cpus
 
     info = {"cpu": cpu, "cpu_cores": usable_cpus(), "memory_gb": None, "torch": torch.__version__,
             "platform": platform.platform()}
@@ -237,7 +237,7 @@ def worker(ws_root: str, conf: str, out: str) -> int:
     from rc1.config.load import load_train_config
     from rc1.runtime.device import peak_memory_mb
     from rc1.runtime.workspace import Workspace
-    from rc1.training import distributed
+    from rc1.runtime import distributed
     from rc1.training.base import make_recipe
 
     ws = Workspace(Path(ws_root))

@@ -123,7 +123,7 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
 
 def _accuracy(model, tokenizer, items: list[dict], batch_size: int = 50) -> float:
     from rc1.envs.rollout import generate_episodes
-    from rc1.rewards.verifiers import verify_episode
+    from rc1.envs.verifiers import verify_episode
 
     correct = 0
     for i in range(0, len(items), batch_size):

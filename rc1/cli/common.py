@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -11,6 +10,7 @@ from typer._click import exceptions as _cli_exc  # typer vendors click; usage er
 from typer.core import TyperGroup
 
 from rc1.runtime.errors import EXIT_CRASH, Rc1Error
+from rc1.runtime.fmt import measured
 from rc1.runtime.workspace import Workspace, resolve_workspace
 
 
@@ -22,8 +22,15 @@ class _State:
 STATE = _State()
 
 
+def command_group(parent: typer.Typer, name: str, help: str) -> typer.Typer:
+    """A sub-command group `rc1 ... NAME` (one Typer app per group, joined with add_typer)."""
+    group = typer.Typer(help=help, no_args_is_help=True)
+    parent.add_typer(group, name=name)
+    return group
+
+
 def workspace() -> Workspace:
-    from rc1.rewards.verifiers import use_workspace
+    from rc1.envs.verifiers import use_workspace
 
     ws = resolve_workspace(STATE.workdir)
     use_workspace(ws.root)  # `python:` verifiers load from this workspace (or an installed package)
@@ -96,29 +103,15 @@ def print_checks(results: Iterable, echo: Callable[[str], None] = typer.echo) ->
     for res in results:
         echo(f"[{'PASS' if res.passed else 'FAIL'}] {res.gate}")
         for c in res.checks:
-            measured = _fmt(c.measured)
-            line = f"    {status_label(res, c)} {c.name}: {measured} (threshold {c.threshold})"
+            line = f"    {status_label(res, c)} {c.name}: {measured(c.measured)} (threshold {c.threshold})"
             if c.detail:
                 line += f" - {c.detail}"
             echo(line)
 
 
+# ok / FAIL / N/M (not measurable; WARN when the profile lets it through) / N/A (not applicable)
+STATUS_LABELS = {"pass": "ok  ", "fail": "FAIL", "blocked": "N/M!", "warned": "WARN", "not_applicable": "N/A "}
+
+
 def status_label(res, c) -> str:
-    """ok / FAIL / N/M (not measurable; WARN when the profile lets it through) / N/A (not applicable)."""
-    from rc1.gates.base import NOT_APPLICABLE, NOT_MEASURABLE
-
-    if c.status == NOT_MEASURABLE:
-        return "N/M!" if res.blocks(c) else "WARN"
-    if c.status == NOT_APPLICABLE:
-        return "N/A "
-    return "ok  " if c.passed else "FAIL"
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
-def is_tty() -> bool:
-    return sys.stdout.isatty()
+    return STATUS_LABELS[res.outcome(c)]

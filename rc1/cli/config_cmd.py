@@ -10,12 +10,11 @@ from typing import Annotated
 
 import typer
 
-from rc1.cli.common import workspace
+from rc1.cli.common import command_group, workspace
 
 
 def register(app: typer.Typer) -> None:
-    config_app = typer.Typer(help="Validate configs.", no_args_is_help=True)
-    app.add_typer(config_app, name="config")
+    config_app = command_group(app, "config", "Validate configs.")
 
     @config_app.command("verify")
     def verify(
@@ -33,7 +32,7 @@ def register(app: typer.Typer) -> None:
         ws = workspace()
         kind, model = verify_config_file(config, ws)
         if kind == "train":  # what this machine cannot run fails here, not mid-run (DeepSpeed, FSDP2, NCCL, cores)
-            from rc1.training.distributed import machine_errors
+            from rc1.runtime.distributed import machine_errors
 
             errors = machine_errors(model)
             if errors:

@@ -9,11 +9,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from rc1.cli.common import print_checks, workspace
+from rc1.cli.common import command_group, print_checks, workspace
+from rc1.runtime.layout import (BALANCED_POOL, DIFFICULTY_REPORT, DIVERSITY_REPORT, POOL, POOL_METRICS, SHADOW_MANIFEST,
+                                SHADOW_SET, V1_POOL)
 
 DEFAULT_MIX = "hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25"
 CONFIG_HELP = ("run config: its datasets.tasks (custom tasks) may be used; its datasets.mix is the default mix, "
                "and the pool.n / pool.shadow_n it sets the default --n")
+GatesOpt = Annotated[Optional[str], typer.Option(help="gates config (default: the --config's, else configs/gates.yaml)")]
+GatedConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="run config: its gates config and the "
+                                                                              "custom tasks that config's mixes may name")]
 
 
 def _run_config(ws, path: Optional[str]):
@@ -33,6 +38,13 @@ def _gates(ws, path: Optional[str], cfg=None):
     if default.exists():
         return load_gates_config(default), "configs/gates.yaml"
     return GatesConfig(), "built-in production thresholds"
+
+
+def _thresholds(ws, gates: Optional[str], config: Optional[str]):
+    """The gates config the validate commands judge by (and say which file it came from)."""
+    g, source = _gates(ws, gates, _run_config(ws, config))
+    typer.echo(f"thresholds: {source}")
+    return g
 
 
 def _custom_tasks(ws, cfg, source: Optional[list[str]], verifier: Optional[str], task: Optional[str],
@@ -97,10 +109,8 @@ def _finish(report: dict, name: str, report_path: Optional[str]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    data = typer.Typer(help="Task data: seed pool, shadow set, validation, difficulty.", no_args_is_help=True)
-    app.add_typer(data, name="data")
-    diff = typer.Typer(help="Difficulty metrics, buckets and the difficulty report.", no_args_is_help=True)
-    data.add_typer(diff, name="difficulty")
+    data = command_group(app, "data", "Task data: seed pool, shadow set, validation, difficulty.")
+    diff = command_group(data, "difficulty", "Difficulty metrics, buckets and the difficulty report.")
 
     @data.command("build-pool")
     def build_pool(
@@ -130,7 +140,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Build the seed pool (deterministic per seed): generated items of the built-in tasks, and/or the
         training items of custom tasks (--source FILE --verifier NAME, or --config)."""
-        from rc1.data.pipeline import POOL, SHADOW, build_pool_file
+        from rc1.data.pipeline import build_pool_file
         from rc1.data.pool import BuildParams
         from rc1.data.sources import load_source
         from rc1.runtime.errors import ConfigError
@@ -158,7 +168,7 @@ def register(app: typer.Typer) -> None:
                              templates_dir=ws.path(templates_dir), seed=seed, sources=sources)
         out = out or (cfg.pool.out if cfg is not None else POOL)
         info = build_pool_file(ws, params, out, version=version, tasks=tasks,
-                               heldout=shadow or (cfg.data.shadow_path if cfg is not None else SHADOW))
+                               heldout=shadow or (cfg.data.shadow_path if cfg is not None else SHADOW_SET))
         typer.echo(f"wrote {info['path']} ({info['n']} items, {info['version']}, {info['seconds']} s, "
                    f"{info['workers']} worker(s)) sha256 {info['sha256']}")
 
@@ -184,7 +194,7 @@ def register(app: typer.Typer) -> None:
         stratify: Annotated[bool, typer.Option("--stratify/--no-stratify", help="stratify by task x difficulty")] = True,
         out: Annotated[Optional[str], typer.Option(help="output JSONL (default data.shadow_path of --config, else "
                                                        "data/shadow_eval_245.jsonl)")] = None,
-        manifest: Annotated[str, typer.Option(help="manifest JSON")] = "reports/rc1/sample_manifest.json",
+        manifest: Annotated[str, typer.Option(help="manifest JSON")] = SHADOW_MANIFEST,
         templates_dir: Annotated[str, typer.Option("--templates-dir", help="template pack")] = "templates/pack_v2",
         base: Annotated[Optional[str], typer.Option(help="base model whose tokenizer measures length")] = None,
         mix: Annotated[Optional[str], typer.Option(help=f"task mix TASK:W,...; default {DEFAULT_MIX}, or the custom "
@@ -199,7 +209,7 @@ def register(app: typer.Typer) -> None:
                                                          "pool.out of --config, else data/rollouts/rc1_seed.jsonl)")] = None,
     ) -> None:
         """Materialise the shadow eval set with a manifest and sha256 (custom tasks: their held-out items)."""
-        from rc1.data.pipeline import POOL, SHADOW, make_shadow_set
+        from rc1.data.pipeline import make_shadow_set
         from rc1.runtime.errors import ConfigError
 
         ws = workspace()
@@ -210,7 +220,7 @@ def register(app: typer.Typer) -> None:
         mix_d, tasks = _mix_and_tasks(ws, cfg, specs, mix, single)
         if n is None and cfg is not None and "shadow_n" in cfg.pool.model_fields_set:
             n = cfg.pool.shadow_n
-        out = out or (cfg.data.shadow_path if cfg is not None else SHADOW)
+        out = out or (cfg.data.shadow_path if cfg is not None else SHADOW_SET)
         info = make_shadow_set(ws, n=n, seed=seed, stratify=stratify, out=out, manifest=manifest,
                                templates_dir=templates_dir, base=base, mix=mix_d, tasks=tasks,
                                pool=pool or (cfg.pool.out if cfg is not None else POOL))
@@ -221,27 +231,25 @@ def register(app: typer.Typer) -> None:
     @data.command("validate-pool")
     def validate_pool(
         pool: Annotated[str, typer.Argument(help="pool JSONL")],
-        shadow: Annotated[str, typer.Option(help="shadow eval set (leak check)")] = "data/shadow_eval_245.jsonl",
-        v1: Annotated[str, typer.Option("--v1", help="previous (v1) pool for the 3-gram KL check")] = "data/rollouts/rc1_v1.jsonl",
-        report: Annotated[str, typer.Option(help="report JSON")] = "reports/diversity_report.json",
-        gates: Annotated[Optional[str], typer.Option(help="gates config (default: the --config's, else configs/gates.yaml)")] = None,
+        shadow: Annotated[str, typer.Option(help="shadow eval set (leak check)")] = SHADOW_SET,
+        v1: Annotated[str, typer.Option("--v1", help="previous (v1) pool for the 3-gram KL check")] = V1_POOL,
+        report: Annotated[str, typer.Option(help="report JSON")] = DIVERSITY_REPORT,
+        gates: GatesOpt = None,
         base: Annotated[Optional[str], typer.Option(help="base model whose tokenizer measures length")] = None,
-        config: Annotated[Optional[str], typer.Option("--config", "-c", help="run config: its gates config and the "
-                                                                             "custom tasks that config's mixes may name")] = None,
+        config: GatedConfigOpt = None,
     ) -> None:
         """Diversity, duplicates, length, mix and leak checks; exit 3 if any fails."""
         from rc1.data.pipeline import validate_pool_file
 
         ws = workspace()
-        g, source = _gates(ws, gates, _run_config(ws, config))
-        typer.echo(f"thresholds: {source}")
+        g = _thresholds(ws, gates, config)
         rep = validate_pool_file(ws, pool, shadow=shadow, v1=v1, report=report, th=g.pool, base=base)
         _finish(rep, "pool", report)
 
     @diff.command("metrics")
     def metrics(
-        in_: Annotated[str, typer.Option("--in", help="pool JSONL")] = "data/rollouts/rc1_seed.jsonl",
-        out: Annotated[str, typer.Option(help="metrics JSONL")] = "data/rollouts/rc1_seed.metrics.jsonl",
+        in_: Annotated[str, typer.Option("--in", help="pool JSONL")] = POOL,
+        out: Annotated[str, typer.Option(help="metrics JSONL")] = POOL_METRICS,
         base: Annotated[Optional[str], typer.Option(help="base model whose tokenizer measures length")] = None,
     ) -> None:
         """Per-item difficulty metrics and bucket."""
@@ -252,10 +260,10 @@ def register(app: typer.Typer) -> None:
 
     @diff.command("bucketize")
     def bucketize(
-        metrics_path: Annotated[str, typer.Option("--metrics", help="metrics JSONL")] = "data/rollouts/rc1_seed.metrics.jsonl",
+        metrics_path: Annotated[str, typer.Option("--metrics", help="metrics JSONL")] = POOL_METRICS,
         target: Annotated[str, typer.Option(help="bucket shares per task")] = "easy:0.25,medium:0.45,hard:0.30",
         seed: Annotated[int, typer.Option(help="resampling seed")] = 20250821,
-        out: Annotated[str, typer.Option(help="balanced pool JSONL")] = "data/rollouts/rc1_seed.balanced.jsonl",
+        out: Annotated[str, typer.Option(help="balanced pool JSONL")] = BALANCED_POOL,
         mix: Annotated[Optional[str], typer.Option(help="task shares the balanced pool keeps, e.g. "
                                                         "'hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25' (default: none)")] = None,
     ) -> None:
@@ -269,18 +277,16 @@ def register(app: typer.Typer) -> None:
 
     @diff.command("validate")
     def validate(
-        metrics_path: Annotated[str, typer.Option("--metrics", help="metrics JSONL")] = "data/rollouts/rc1_seed.metrics.jsonl",
-        balanced: Annotated[str, typer.Option(help="balanced pool JSONL")] = "data/rollouts/rc1_seed.balanced.jsonl",
-        report: Annotated[str, typer.Option("--out", "--report", help="report JSON")] = "reports/rc1/difficulty_report.json",
-        gates: Annotated[Optional[str], typer.Option(help="gates config (default: the --config's, else configs/gates.yaml)")] = None,
-        config: Annotated[Optional[str], typer.Option("--config", "-c", help="run config: its gates config and the "
-                                                                             "custom tasks that config's mixes may name")] = None,
+        metrics_path: Annotated[str, typer.Option("--metrics", help="metrics JSONL")] = POOL_METRICS,
+        balanced: Annotated[str, typer.Option(help="balanced pool JSONL")] = BALANCED_POOL,
+        report: Annotated[str, typer.Option("--out", "--report", help="report JSON")] = DIFFICULTY_REPORT,
+        gates: GatesOpt = None,
+        config: GatedConfigOpt = None,
     ) -> None:
         """Difficulty shares and bounds of the round 1 table; exit 3 if any fails."""
         from rc1.data.pipeline import validate_difficulty_file
 
         ws = workspace()
-        g, source = _gates(ws, gates, _run_config(ws, config))
-        typer.echo(f"thresholds: {source}")
+        g = _thresholds(ws, gates, config)
         rep = validate_difficulty_file(ws, metrics_path, balanced, report=report, th=g.difficulty)
         _finish(rep, "difficulty", report)

@@ -6,21 +6,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from rc1.cli.common import print_checks, workspace
+from rc1.cli.common import command_group, print_checks, workspace
+from rc1.runtime.fmt import fmt_pct, fmt_pp, fmt_pp_ci
 
 
 def _fmt_rate(part: dict | None) -> str:
     if not part or part.get("rate") is None:
         return "n/a"
-    lo, hi = part["ci95"]
-    return f"{100 * part['rate']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] (n={part['n']})"
+    lo, hi = (f"{100 * b:.1f}" for b in part["ci95"])
+    return f"{fmt_pct(part['rate'])} [{lo}, {hi}] (n={part['n']})"
 
 
 def _fmt_delta(d: dict | None) -> str:
     if not d or d.get("delta_pp") is None:
         return "n/a"
-    ci = d["ci95_pp"]
-    return f"{d['delta_pp']:+.1f} pp, 95% CI " + (f"[{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "n/a")
+    return f"{fmt_pp(d['delta_pp'])}, 95% CI {fmt_pp_ci(d['ci95_pp'])}"
 
 
 def register(app: typer.Typer) -> None:
@@ -91,15 +91,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """(Re)build reports/rc1/rc1_report.md with its PNG plots from the JSON reports."""
         from rc1.config.load import load_train_config
-        from rc1.eval.report import build_report
+        from rc1.report import build_report
 
         ws = workspace().ensure()
         cfg = load_train_config(config, ws) if config else None
         path = build_report(ws, cfg, config_path=config)
         typer.echo(f"wrote {ws.rel(path)}")
 
-    scale = typer.Typer(help="Gated pool expansion (scale_1000, scale_5000).", no_args_is_help=True)
-    app.add_typer(scale, name="scale")
+    scale = command_group(app, "scale", "Gated pool expansion (scale_1000, scale_5000).")
 
     @scale.command("run")
     def scale_run(

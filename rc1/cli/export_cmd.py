@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rc1.cli.common import workspace
+from rc1.cli.common import command_group, workspace
 from rc1.runtime.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,8 +31,7 @@ def resolve_export_checkpoint(ws: "Workspace", cfg: "TrainConfig", spec: str) ->
 
 
 def register(app: typer.Typer) -> None:
-    export = typer.Typer(help="Export a trained model.", no_args_is_help=True)
-    app.add_typer(export, name="export")
+    export = command_group(app, "export", "Export a trained model.")
 
     @export.command("gguf")
     def gguf_cmd(

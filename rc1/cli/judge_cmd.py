@@ -7,12 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from rc1.cli.common import workspace
+from rc1.cli.common import command_group, workspace
 
 
 def register(app: typer.Typer) -> None:
-    judge = typer.Typer(help="Local llama.cpp judge server (OpenAI-compatible, 127.0.0.1).", no_args_is_help=True)
-    app.add_typer(judge, name="judge")
+    judge = command_group(app, "judge", "Local llama.cpp judge server (OpenAI-compatible, 127.0.0.1).")
 
     @judge.command("serve")
     def serve(

@@ -97,9 +97,9 @@ def _accept_early_stop(ws, to: str, config: str | None, why: str) -> None:
     """Record the operator's acceptance of early-stopped runs before the gates run (rc1.eval.runs)."""
     from rc1.config.load import load_train_config
     from rc1.eval.runs import accept_early_stop
-    from rc1.machine import store
+    from rc1.state import store
     from rc1.machine.service import resolve_state
-    from rc1.machine.table import STATES
+    from rc1.state.table import STATES
     from rc1.runtime.errors import ConfigError
 
     target = resolve_state(to)

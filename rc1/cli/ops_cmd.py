@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rc1.cli.common import workspace
+from rc1.cli.common import command_group, workspace
 
 
 def register(app: typer.Typer) -> None:
@@ -18,8 +18,7 @@ def register(app: typer.Typer) -> None:
         ws = workspace()
         typer.echo(f"wrote {ws.rel(make_failpack(ws))}")
 
-    sync_app = typer.Typer(help="SYNC hand-off files.", no_args_is_help=True)
-    app.add_typer(sync_app, name="sync")
+    sync_app = command_group(app, "sync", "SYNC hand-off files.")
 
     @sync_app.command("export")
     def export(round_n: Annotated[Optional[int], typer.Option("--round", help="round number (default: from the state)")] = None) -> None:

@@ -7,9 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from rc1.cli.common import workspace
+from rc1.cli.common import command_group, workspace
 
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="run config (default: the machine's, else built-in defaults)")]
+MaxTurnsOpt = Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")]
+BatchSizeOpt = Annotated[int, typer.Option(help="generation batch size")]
 
 
 def _config(ws, path: str | None):
@@ -18,7 +20,7 @@ def _config(ws, path: str | None):
     from rc1.config.schema import TrainConfig
 
     if path is None:
-        from rc1.machine import store
+        from rc1.state import store
 
         path = store.load_record(ws).config_path
     return load_train_config(path, ws) if path else TrainConfig()
@@ -42,9 +44,7 @@ def _pct(ci: dict) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    reward = typer.Typer(help="Reward and scorer: probe, assert-live, calibrate, shadow-run, ablate-overclar.",
-                         no_args_is_help=True)
-    app.add_typer(reward, name="reward")
+    reward = command_group(app, "reward", "Reward and scorer: probe, assert-live, calibrate, shadow-run, ablate-overclar.")
 
     @reward.command("probe")
     def probe(
@@ -165,9 +165,9 @@ def register(app: typer.Typer) -> None:
         generations: Annotated[int, typer.Option(help="answers per item (sampled with the model's temperature)")] = 3,
         answers: Annotated[Optional[int], typer.Option(help="total answers wanted: sets --generations to "
                                                             "ceil(answers / items)")] = None,
-        max_turns: Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")] = None,
+        max_turns: MaxTurnsOpt = None,
         seed: Annotated[int, typer.Option(help="sampling seed")] = 20250820,
-        batch_size: Annotated[int, typer.Option(help="generation batch size")] = 8,
+        batch_size: BatchSizeOpt = 8,
         config: ConfigOpt = None,
     ) -> None:
         """The base model answers the dev split: data/responses_dev_base.jsonl (reused while it matches).
@@ -175,7 +175,7 @@ def register(app: typer.Typer) -> None:
         The difficulty gate checks the buckets against these outcomes; `rc1 reward calibrate --responses`
         can fit on them."""
         from rc1.rewards.responses import DEV_BASE_TAG, load_item_file, obtain_responses, responses_path
-        from rc1.rewards.verifiers import verify_episode
+        from rc1.envs.verifiers import verify_episode
         from rc1.rewards.reward import ScoredEpisode
 
         ws = workspace()
@@ -200,8 +200,8 @@ def register(app: typer.Typer) -> None:
         stratify: Annotated[bool, typer.Option("--stratify/--no-stratify", help="sample by task x difficulty")] = True,
         tag: Annotated[str, typer.Option(help="report tag: reports/shadow_run_<tag>.json")] = "pre_run_check",
         regenerate: Annotated[bool, typer.Option(help="generate responses even if a matching file exists")] = False,
-        max_turns: Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")] = None,
-        batch_size: Annotated[int, typer.Option(help="generation batch size")] = 8,
+        max_turns: MaxTurnsOpt = None,
+        batch_size: BatchSizeOpt = 8,
         source: Annotated[str, typer.Option(help="sample: --n sampled answers; eval_base: the eval's greedy base "
                                                  "pass on eval.n_shadow items (shared with `rc1 eval`)")] = "sample",
         config: ConfigOpt = None,
@@ -229,8 +229,8 @@ def register(app: typer.Typer) -> None:
         generations: Annotated[int, typer.Option(help="candidate responses per item (best-of-N)")] = 4,
         seed: Annotated[int, typer.Option(help="seed")] = 20250820,
         tag: Annotated[str, typer.Option(help="responses tag (data/shadow_responses_<tag>.jsonl)")] = "overclar_ablation",
-        max_turns: Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")] = None,
-        batch_size: Annotated[int, typer.Option(help="generation batch size")] = 8,
+        max_turns: MaxTurnsOpt = None,
+        batch_size: BatchSizeOpt = 8,
         config: ConfigOpt = None,
     ) -> None:
         """Over-clarification rate, average turns and success with and without the penalty."""

@@ -19,7 +19,7 @@ from rc1.runtime.errors import ConfigError, GateRefused
 
 def _enter_training(ws, config: str, resuming: bool) -> None:
     """Refuse unless the machine allows training; move round2_pass -> training through its gate."""
-    from rc1.machine import store
+    from rc1.state import store
     from rc1.machine.service import current_state, open_machine
 
     state = current_state(ws)
@@ -46,12 +46,12 @@ def run_training(config: str, resume: str | None, resume_fallback: bool, max_ste
     process passes the gates, writes the pid file and launches the ranks (rc1.training.launcher); each rank
     runs this function again under torchrun, where rank 0 re-verifies the tickets and only rank 0 writes."""
     from rc1.config.load import load_train_config
-    from rc1.training import distributed
+    from rc1.runtime import distributed
 
     ws = workspace()
     cfg = load_train_config(config, ws)
     try:
-        seed_run = cfg.seed_run(seed_index)
+        cfg.seed_run(seed_index)  # refuses a --seed-index the config has no seed for
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if distributed.launched_as_rank():
@@ -168,7 +168,7 @@ def _run_rank(ws, cfg, config, resume, resume_fallback, max_steps, seed_index) -
     from rc1.runtime import trainer_proc
     from rc1.runtime.errors import EXIT_GATE, Rc1Error
     from rc1.runtime.fatal import CONTEXT
-    from rc1.training import distributed
+    from rc1.runtime import distributed
 
     launcher_pid = int(os.environ[distributed.LAUNCHER_ENV]) if distributed.LAUNCHER_ENV in os.environ else None
     dist = distributed.from_environment(cfg)

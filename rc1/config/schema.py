@@ -12,10 +12,11 @@ from typing import Iterable, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from rc1.config import registry
+from rc1.runtime import layout
 
 TASKS = ("hotpotqa", "strategyqa", "gsm8k")   # the built-in tasks; custom ones are declared in datasets.tasks
 TASK_NAME = r"^[a-z][a-z0-9_]{0,39}$"
-# Verifier names; rc1.rewards.verifiers implements them (a test keeps the two in step). The built-in
+# Verifier names; rc1.envs.verifiers implements them (a test keeps the two in step). The built-in
 # tasks are instances of the named verifiers.
 VERIFIER_NAMES = ("numeric", "exact", "f1", "yes_no", "choice")
 TASK_VERIFIERS = {"gsm8k": "numeric", "hotpotqa": "f1", "strategyqa": "yes_no"}
@@ -50,6 +51,14 @@ def task_name_problem(name: str) -> str | None:
     if not re.match(TASK_NAME, name):
         return f"task name {name!r}: use lowercase letters, digits and _ (starting with a letter, at most 40)"
     return None
+
+
+def known_dimensions(by_dimension: dict) -> dict:
+    """`by_dimension` unchanged when every key is a reward dimension; else ValueError naming the unknown ones."""
+    unknown = sorted(set(by_dimension) - set(REWARD_DIMENSIONS))
+    if unknown:
+        raise ValueError(f"unknown reward dimension(s) {unknown}; known: {list(REWARD_DIMENSIONS)}")
+    return by_dimension
 
 
 def task_order(names: Iterable[str]) -> list[str]:
@@ -92,9 +101,9 @@ class RunSection(Strict):
 
 
 class DataSection(Strict):
-    train_path: str = "data/train_min.jsonl"
-    eval_path: str = "data/eval_min.jsonl"
-    shadow_path: str = "data/shadow_eval_245.jsonl"
+    train_path: str = layout.TRAIN_MIN
+    eval_path: str = layout.EVAL_MIN
+    shadow_path: str = layout.SHADOW_SET
     max_length: int = Field(1024, ge=16)
     batch_size: int = Field(1, ge=1)
     padding_side: Literal["left", "right"] = "left"
@@ -179,7 +188,7 @@ RUBRIC_DIMENSIONS = ("reasoning", "grounding", "clarity", "clarification")
 
 
 class RewardSection(Strict):
-    weights: str = "configs/weights.json"
+    weights: str = layout.WEIGHTS
     overclar: PenaltySection = Field(default_factory=PenaltySection)
     difficulty_beta: float = Field(0.05, ge=0, le=0.5, description="advantage factor 1 + beta*(I[hard] - I[easy])")
     shaping_scale: float = Field(
@@ -200,10 +209,7 @@ class RewardSection(Strict):
     @field_validator("dimension_source")
     @classmethod
     def _known_dims(cls, v):
-        unknown = sorted(set(v) - set(REWARD_DIMENSIONS))
-        if unknown:
-            raise ValueError(f"unknown reward dimension(s) {unknown}; known: {list(REWARD_DIMENSIONS)}")
-        return v
+        return known_dimensions(v)
 
     def judge_dimensions(self) -> tuple[str, ...]:
         """The dimensions the judge grades (in REWARD_DIMENSIONS order); empty: the rules score them all."""
@@ -350,7 +356,7 @@ class PoolSection(Strict):
     tools: list[Literal["wiki", "calc"]] = Field(default_factory=lambda: ["wiki", "calc"])
     templates_dir: str = "templates/pack_v2"
     seed: int = 20250821
-    out: str = "data/rollouts/rc1_seed.jsonl"
+    out: str = layout.POOL
     v1_pool: str | None = Field(None, description="previous pool for the 3-gram KL check; default: a v1 pool rc1 builds")
     shadow_n: int = Field(245, ge=1)
     shadow_seed: int = 20250820
@@ -409,7 +415,7 @@ class MonitorSection(Strict):
 
 
 class DistributedSection(Strict):
-    """Data-parallel training through Accelerate (rc1.training.distributed): `rc1 train --nproc N`, or
+    """Data-parallel training through Accelerate (rc1.runtime.distributed): `rc1 train --nproc N`, or
     `accelerate launch ... -m rc1.cli.main train`. run.gradient_accumulation counts the micro-batches of one
     optimizer step over ALL processes, so the same config trains the same on 1 process or N."""
 
@@ -480,7 +486,7 @@ class TrainConfig(Strict):
         None, min_length=1, description="training seeds, one training run each (`rc1 train --seed-index i`); "
                                         "run.seed is seeds[0]. Default: [run.seed]")
     finetune: FinetuneSection = Field(default_factory=FinetuneSection)
-    seed_pool: str = "data/rollouts/rc1_seed.balanced.jsonl"
+    seed_pool: str = layout.BALANCED_POOL
     priority_sampling: PrioritySamplingSection = Field(default_factory=PrioritySamplingSection)
     use_overclar_penalty: bool = True
 
@@ -539,7 +545,7 @@ class TrainConfig(Strict):
 
     def distributed_errors(self, processes: int, label: str = "distributed.processes") -> list[str]:
         """Why this config cannot train on `processes` ranks (machine-independent rules; the machine's own are
-        rc1.training.distributed.machine_errors). `label`: what set the number (a key, or --nproc)."""
+        rc1.runtime.distributed.machine_errors). `label`: what set the number (a key, or --nproc)."""
         d, accum, errs = self.distributed, self.run.gradient_accumulation, []
         if accum % processes:
             errs.append(f"{label}: {processes} processes must divide run.gradient_accumulation ({accum}): it counts "
@@ -787,10 +793,7 @@ class WeightsFile(Strict):
     @field_validator("weights")
     @classmethod
     def _known(cls, v):
-        unknown = sorted(set(v) - set(REWARD_DIMENSIONS))
-        if unknown:
-            raise ValueError(f"unknown reward dimension(s) {unknown}; known: {list(REWARD_DIMENSIONS)}")
-        return v
+        return known_dimensions(v)
 
     def constraint_errors(self, max_weight: float = 0.5, tol: float = 1e-6) -> list[str]:
         """Each broken constraint as 'weights.<key>: ...'. Kept separate from parsing so a gate can report them."""

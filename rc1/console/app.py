@@ -38,7 +38,7 @@ from rc1.console.screens.missing import MissingWorkspaceScreen
 from rc1.console.screens.modals import ConfirmScreen, ReportPicker, ResultScreen
 from rc1.console.screens.overview import OverviewScreen
 from rc1.console.view import WorkspaceView, load_view
-from rc1.machine.table import forward_from
+from rc1.state.table import forward_from
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.workspace import Workspace
 
@@ -413,7 +413,7 @@ def _outcome_body(outcome) -> Group | Text:
     if outcome is None or not outcome.gates:
         return Text("no gate ran")
     tables = []
-    from rc1.machine.table import TRANSITIONS
+    from rc1.state.table import TRANSITIONS
 
     for gate, results in outcome.gates:
         passed = bool(results) and all(r.passed for r in results)

@@ -102,7 +102,7 @@ class ConsoleBackend:
         return last_gate_reports(self.ws)
 
     def audit(self, last: int = 8) -> list[dict]:
-        from rc1.machine.store import read_audit
+        from rc1.state.store import read_audit
 
         return read_audit(self.ws, last=last)
 
@@ -139,7 +139,7 @@ class ConsoleBackend:
         """--config, else the config the machine last ran its gates with."""
         if self.config_path:
             return self.config_path
-        from rc1.machine.store import load_record
+        from rc1.state.store import load_record
 
         return load_record(self.ws).config_path
 

@@ -24,6 +24,7 @@ import numpy as np
 from rc1.config.schema import BUCKETS, TASKS, task_order
 from rc1.data import applicability as A
 from rc1.data import vocab as V
+from rc1.data.pool import parse_shares
 from rc1.data.text import clue_overlap, words
 from rc1.data.tokens import TokenCounter, get_counter, prompt_text
 from rc1.runtime.errors import ConfigError
@@ -192,18 +193,7 @@ def compute_metrics(items: list[dict], counter: TokenCounter | None = None,
 
 
 def parse_target(text: str | dict) -> dict[str, float]:
-    if isinstance(text, dict):
-        t = {str(k): float(v) for k, v in text.items()}
-    else:
-        t = {}
-        for part in (p.strip() for p in str(text).split(",") if p.strip()):
-            k, sep, v = part.partition(":")
-            if not sep:
-                raise ConfigError(f"--target: {part!r} is not BUCKET:SHARE")
-            try:
-                t[k.strip()] = float(v)
-            except ValueError:
-                raise ConfigError(f"--target: {v!r} is not a number") from None
+    t = parse_shares(text, "--target", "BUCKET:SHARE", "{val!r} is not a number")
     if set(t) != set(BUCKETS):
         raise ConfigError(f"--target must give exactly {list(BUCKETS)} (got {sorted(t)})")
     if any(v < 0 for v in t.values()) or abs(sum(t.values()) - 1) > 1e-6:

@@ -102,6 +102,11 @@ def _norm(s: str) -> str:
     return _NORM.sub(" ", s.strip().lower())
 
 
+def exact_key(it: dict) -> tuple:
+    """What makes two items exact duplicates: the same task, question and answer (case and spacing ignored)."""
+    return (it.get("task"), _norm(it.get("question", "")), _norm(str(it.get("answer", ""))))
+
+
 # ----------------------------------------------------------------------------- checks
 def find_duplicates(items: list[dict], sets: list[np.ndarray], sigs: np.ndarray, sg: Signatures,
                     threshold: float) -> list[dict]:
@@ -114,7 +119,7 @@ def find_duplicates(items: list[dict], sets: list[np.ndarray], sigs: np.ndarray,
     # candidates at a lower LSH threshold (few false negatives), then the exact Jaccard decides
     lsh = MinHashLSH(threshold=max(0.5, threshold - 0.2), num_perm=sg.num_perm)
     for i, it in enumerate(items):
-        key = (it.get("task"), _norm(it.get("question", "")), _norm(str(it.get("answer", ""))))
+        key = exact_key(it)
         if key in seen:
             dups.append({"id": it["id"], "of": seen[key], "kind": "exact", "similarity": 1.0})
             continue

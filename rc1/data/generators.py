@@ -238,7 +238,6 @@ def gen_hotpotqa(rng: random.Random, level: str) -> dict:
               rng.choice([f"Administratively, {town} belongs to {ctry}.", f"{ctry} counts {town} among its market towns."]),
               [f"{V.pick(rng, 'it had about').capitalize()} {rng.randint(3, 900) * 100} {V.pick(rng, 'inhabitants in')} "
                f"{rng.randint(1850, 2020)}."])
-    f = founder.split()[0]
     if qtype == "bridge":
         if hops == 2:
             answer, facts = town, [f_org, f_person]

@@ -13,7 +13,7 @@ One JSON object per line::
 
 Every line becomes an item of rc1's pool contract (the keys rc1.data.pool.make_item writes) with
 `task` = the task's name and `verifier` = its verifier, so reward, eval, calibration and the sampler
-all judge it the same way (rc1.rewards.verifiers.verify_episode). Such an item has no template
+all judge it the same way (rc1.envs.verifiers.verify_episode). Such an item has no template
 (role/style None), no documents, never needs clarification, and records `source` = "file:line".
 
 A task file is read strictly: a malformed line, a missing answer, an answer the verifier cannot
@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from rc1.config.load import format_validation_error
 from rc1.config.schema import BUCKETS, TaskSection, task_name_problem
-from rc1.rewards.verifiers import gold_problem, resolve_verifier
+from rc1.envs.verifiers import gold_problem, resolve_verifier
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import sha256_file
 from rc1.runtime.workspace import Workspace

@@ -1,4 +1,4 @@
-"""JSONL reading and writing for pools: bad lines are named by file and line; writes are atomic."""
+"""rc1's one JSONL reader and writer: bad lines and missing keys are named by file and line; writes are atomic."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from rc1.runtime.atomic import atomic_output
 from rc1.runtime.errors import ConfigError
 
 
-def iter_jsonl(path: str | Path) -> Iterator[dict]:
+def iter_jsonl(path: str | Path, required: Iterable[str] = (), what: str = "item") -> Iterator[dict]:
+    """The JSON objects of a JSONL file (blank lines skipped). Raises ConfigError naming file:line for a
+    missing file, a malformed line, a line that is not an object, or an object without a `required` key."""
+    required = tuple(required)
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"{p}: file not found")
@@ -24,11 +27,14 @@ def iter_jsonl(path: str | Path) -> Iterator[dict]:
                 raise ConfigError(f"{p}:{lineno}: malformed JSON line ({exc.msg} at column {exc.colno})") from None
             if not isinstance(obj, dict):
                 raise ConfigError(f"{p}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            missing = [k for k in required if k not in obj]
+            if missing:
+                raise ConfigError(f"{p}:{lineno}: {what} lacks {', '.join(missing)}")
             yield obj
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
-    return list(iter_jsonl(path))
+def read_jsonl(path: str | Path, required: Iterable[str] = (), what: str = "item") -> list[dict]:
+    return list(iter_jsonl(path, required, what))
 
 
 def dumps_item(item: dict) -> str:

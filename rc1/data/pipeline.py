@@ -24,30 +24,13 @@ from rc1.data.tokens import counts_for_file, get_counter, prompt_text
 from rc1.runtime.atomic import atomic_output, atomic_write_json
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file
+from rc1.runtime.layout import DIFFICULTY_REPORT, DIVERSITY_REPORT, EVAL_MIN, SHADOW_MANIFEST, SHADOW_SET, TRAIN_MIN, V1_POOL
 from rc1.runtime.workspace import Workspace
 
 log = logging.getLogger("rc1.data")
 
-POOL = "data/rollouts/rc1_seed.jsonl"
-METRICS = "data/rollouts/rc1_seed.metrics.jsonl"
-BALANCED = "data/rollouts/rc1_seed.balanced.jsonl"
-V1_POOL = "data/rollouts/rc1_v1.jsonl"
-SHADOW = "data/shadow_eval_245.jsonl"
-SHADOW_MANIFEST = "reports/rc1/sample_manifest.json"
-DIVERSITY_REPORT = "reports/diversity_report.json"
-DIFFICULTY_REPORT = "reports/rc1/difficulty_report.json"
-TRAIN_MIN = "data/train_min.jsonl"
-EVAL_MIN = "data/eval_min.jsonl"
 PARALLEL_FROM = 4000
 VALIDATE_FIELDS = ("id", "task", "template", "role", "style", "messages", "question", "answer")
-
-
-def metrics_path_for(pool: str) -> str:
-    return pool[:-len(".jsonl")] + ".metrics.jsonl" if pool.endswith(".jsonl") else pool + ".metrics.jsonl"
-
-
-def balanced_path_for(pool: str) -> str:
-    return pool[:-len(".jsonl")] + ".balanced.jsonl" if pool.endswith(".jsonl") else pool + ".balanced.jsonl"
 
 
 def meta_path(path: Path) -> Path:
@@ -142,7 +125,7 @@ def make_min(ws: Workspace, templates_dir: str | Path = "templates/pack_v2", see
 
 
 def make_shadow_set(ws: Workspace, *, n: int | None = 245, seed: int = 20250820, stratify: bool = True,
-                    out: str | Path = SHADOW, manifest: str | Path = SHADOW_MANIFEST,
+                    out: str | Path = SHADOW_SET, manifest: str | Path = SHADOW_MANIFEST,
                     templates_dir: str | Path = "templates/pack_v2", mix: dict | None = None,
                     target: dict | None = None, base: str | None = None,
                     tasks: "dict[str, TaskData] | None" = None, pool: str | Path | None = None) -> dict:
@@ -261,7 +244,7 @@ def _input(ws: Workspace, p: Path | None) -> dict | None:
     return None if p is None else {"path": ws.rel(p), "sha256": sha256_file(p)}
 
 
-def validate_pool_file(ws: Workspace, pool: str | Path, *, shadow: str | Path | None = SHADOW,
+def validate_pool_file(ws: Workspace, pool: str | Path, *, shadow: str | Path | None = SHADOW_SET,
                        v1: str | Path | None = V1_POOL, report: str | Path | None = DIVERSITY_REPORT,
                        th: PoolGate | None = None, base: str | None = None) -> dict:
     th = th or PoolGate()

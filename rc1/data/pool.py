@@ -31,21 +31,27 @@ LEVEL_WEIGHTS = {"gsm8k": (0.28, 0.50, 0.22), "hotpotqa": (0.22, 0.30, 0.48), "s
 CLARIFY_WEIGHT = {"easy": 0.45, "medium": 1.0, "hard": 1.45}
 
 
+def parse_shares(text: str | dict, flag: str, form: str, not_a_number: str) -> dict[str, float]:
+    """'a:0.4,b:0.6' (or a mapping) -> {name: share}; a part that is not `form`, or whose share is not a
+    number (`not_a_number`, formatted with name and val), is a ConfigError naming `flag`."""
+    if isinstance(text, dict):
+        return {str(k): float(v) for k, v in text.items()}
+    shares: dict[str, float] = {}
+    for part in (p.strip() for p in str(text).split(",") if p.strip()):
+        name, sep, val = part.partition(":")
+        if not sep:
+            raise ConfigError(f"{flag}: {part!r} is not {form}")
+        try:
+            shares[name.strip()] = float(val)
+        except ValueError:
+            raise ConfigError(f"{flag}: " + not_a_number.format(name=name, val=val)) from None
+    return shares
+
+
 def parse_mix(text: str | dict, custom=()) -> dict[str, float]:
     """'hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25' -> dict; unknown task / bad sum -> ConfigError.
     `custom`: the custom task names the mix may use besides the built-in tasks."""
-    if isinstance(text, dict):
-        mix = {str(k): float(v) for k, v in text.items()}
-    else:
-        mix = {}
-        for part in (p.strip() for p in str(text).split(",") if p.strip()):
-            name, sep, val = part.partition(":")
-            if not sep:
-                raise ConfigError(f"--mix: {part!r} is not TASK:WEIGHT")
-            try:
-                mix[name.strip()] = float(val)
-            except ValueError:
-                raise ConfigError(f"--mix: weight {val!r} of {name!r} is not a number") from None
+    mix = parse_shares(text, "--mix", "TASK:WEIGHT", "weight {val!r} of {name!r} is not a number")
     known = task_order([*TASKS, *custom])
     unknown = sorted(set(mix) - set(known))
     if unknown:

@@ -13,7 +13,6 @@ variants must also place the passages with {context}. Schema errors name the fil
 from __future__ import annotations
 
 import json
-import re
 import string
 from pathlib import Path
 from typing import Literal
@@ -118,8 +117,6 @@ def load_pack(directory: str | Path, *, min_per_task: int = 1, tasks: tuple[str,
             raise ConfigError(f"{d}: task {task!r} has {len(by_task[task])} template(s); needs >= {min_per_task}")
     return by_task
 
-
-_BRACES = re.compile(r"[{}]")
 
 
 def render(template: Template, variant: int, *, question: str, context: str, tools: list[str],

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import re
 
-_WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|\d+(?:\.\d+)?|[\u4e00-\u9fff]|[^\sA-Za-z\d]")
 _ALNUM = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]")
 
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (punctuation dropped); CJK characters count as one word each."""
     return _ALNUM.findall(text.lower())
-
-
-def tokens_with_punct(text: str) -> list[str]:
-    return _WORD.findall(text)
 
 
 def ngrams(tokens: list[str], n: int) -> list[tuple[str, ...]]:

@@ -77,7 +77,6 @@ CONNECTORS_EN = ("and", "because", "if", "then", "therefore", "so", "but", "alth
 CONNECTORS_ZH = ("因此", "从而", "同时", "因为", "所以", "如果", "那么", "但是", "然而", "并且", "而且", "虽然", "于是")
 PRONOUNS_EN = ("it", "they", "them", "this", "that", "he", "she", "him", "her", "his", "its", "their", "those",
                "these")
-PRONOUNS_ZH = ("其", "他", "她", "它", "他们", "她们", "它们", "这", "那")
 
 
 SYLLABLES = [o + n for o in SYL_ON for n in SYL_NU]

@@ -28,7 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from rc1.envs.episode import Episode
-    from rc1.strategies.common import ScoredRollout
 
 Metrics = dict[str, "float | None"]
 
@@ -51,12 +50,34 @@ class LossOutput(NamedTuple):
     metrics: Metrics
 
 
+@dataclass
+class ScoredRollout:
+    """The scored episodes of one step (rc1.strategies.common.rollout_and_score builds it)."""
+
+    items: list[dict]            # one per episode (each prompt repeated group_size times, consecutive)
+    episodes: list[Any]
+    rewards: list[float]
+    successes: list[bool]
+    dims: list[dict[str, float]]
+    group_size: int
+    advantage_scales: list[float] = field(default_factory=list)   # the difficulty bonus per episode
+    shaping: list[float] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def group_success(self) -> dict[str, float]:
+        """item id -> success rate of its group (feeds the priority sampler)."""
+        out: dict[str, list[bool]] = {}
+        for it, s in zip(self.items, self.successes):
+            out.setdefault(it["id"], []).append(bool(s))
+        return {k: sum(v) / len(v) for k, v in out.items()}
+
+
 @dataclass(frozen=True)
 class StepPlan:
     tensors: Mapping[str, Any]
     loss_fn: Callable[["Policy", Mapping[str, Any]], LossOutput]
     epochs: int = 1
-    rollout: "ScoredRollout | None" = None
+    rollout: ScoredRollout | None = None
     metrics: Metrics = field(default_factory=dict)
 
     def __post_init__(self):

@@ -14,7 +14,7 @@ Rollouts go through rc1.envs (batched generation with a KV cache). The reference
 with LoRA the base model with the adapters disabled (no second copy); with full fine-tuning a
 frozen copy made at setup.
 
-Data parallel (a `DataParallel` context from rc1.training.distributed): the model and the extra modules
+Data parallel (a `DataParallel` context from rc1.runtime.distributed): the model and the extra modules
 sit under one `PolicyModules` root that Accelerate wraps (DDP; FSDP2 or DeepSpeed when sharded) when the
 optimizer is built. Its forward runs a closure: the strategy's loss runs inside it, where DDP sets up
 its gradient hooks (and FSDP2 / DeepSpeed gather their shards), however many sub-modules the loss calls.
@@ -98,7 +98,7 @@ class PurePTEngine:
     name = "pure_pt"
 
     def __init__(self, ws=None, *, reward_model=None, model_loader=None, dist=None):
-        from rc1.training.distributed import SingleProcess
+        from rc1.runtime.distributed import SingleProcess
 
         self.ws = ws
         self.reward_model = reward_model

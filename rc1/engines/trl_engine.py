@@ -46,7 +46,7 @@ class TRLEngine:
     name = "trl"
 
     def __init__(self, ws=None, *, reward_model=None, model_loader=None, dist=None):
-        from rc1.training.distributed import SingleProcess
+        from rc1.runtime.distributed import SingleProcess
 
         self.dist = dist or SingleProcess()  # TRL's trainer builds its Accelerator on this process group
         self.ws = ws

@@ -5,7 +5,7 @@ writes it, or everything after an unclosed `<think>`). Qwen3-Thinking's template
 itself, so its raw output has no `<think>`; rc1.envs.env keeps the opening tag the template wrote in the
 episode's text, so a block the model never closed is read as reasoning (no answer), not as an answer. Then the answer is, in order: the last line
 starting `ANSWER:` (rc1's action protocol), else the last `Final answer:`, else the last
-`\\boxed{...}`, else the last non-empty line. rc1.rewards.verifiers checks that answer against the gold.
+`\\boxed{...}`, else the last non-empty line. rc1.envs.verifiers checks that answer against the gold.
 """
 
 from __future__ import annotations

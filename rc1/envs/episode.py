@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+# The fields a reward reads: what a stored response (data/*responses*.jsonl, the eval's base episodes) keeps.
+EPISODE_FIELDS = ("item_id", "task", "final_answer", "turns", "tool_hops", "clarifications", "truncated",
+                  "model_text", "transcript")
+
 
 @dataclass
 class TurnSample:
@@ -70,3 +74,8 @@ class Episode:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def episode_dict(ep) -> dict:
+    """An episode's reward-relevant fields (EPISODE_FIELDS) as a JSON-ready dict."""
+    return {k: getattr(ep, k) for k in EPISODE_FIELDS}

@@ -46,7 +46,6 @@ def nucleus_mask(logits, top_p: float):
 
 def sampling_logits(logits, temperature: float = 1.0, top_p: float = 1.0, keep=None):
     """logits / temperature, with -inf outside the top-p nucleus (and never on the `keep` token ids [N])."""
-    import torch
 
     if temperature != 1.0:
         logits = logits / temperature

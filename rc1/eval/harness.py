@@ -33,7 +33,7 @@ from rc1.eval.metrics import (EpisodeRecord, compare, flat_split, majority_basel
                               summarize, versus_baseline)
 from rc1.eval.runs import RunEnd, read_end, run_of_checkpoint, seed_runs
 from rc1.eval.splits import DEV, HELDOUT, ItemSet, dev_set, heldout_set
-from rc1.runtime.atomic import _fsync_dir, append_line, atomic_write_json
+from rc1.runtime.atomic import fsync_dir, append_line, atomic_write_json
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json, verify_artifact
 from rc1.runtime.workspace import Workspace
@@ -217,8 +217,8 @@ def run_items(model, tokenizer, items: list[dict], gen: dict, progress: Progress
     `episodes_out`, the episodes' reward-relevant fields are appended to it too (for the shadow run)."""
     import torch
 
+    from rc1.envs.episode import episode_dict
     from rc1.envs.rollout import generate_episodes
-    from rc1.rewards.responses import episode_dict
 
     records: list[EpisodeRecord] = []
     bs = max(1, int(gen["batch_size"]))
@@ -385,7 +385,7 @@ def update_best(ws: Workspace, run_dir: str, ckpt: Path, metric: str, value: flo
         shutil.copytree(ckpt, tmp, symlinks=False)
         verify_checkpoint(tmp)
         os.replace(tmp, dest)
-        _fsync_dir(best_root)
+        fsync_dir(best_root)
     manifest_sha = sha256_file(dest / MANIFEST_FILE)
     append_line(best_root / BEST_INDEX, json.dumps({
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "step_dir": ckpt.name, "path": ws.rel(dest),
@@ -481,7 +481,7 @@ def _evaluate_run(ws: Workspace, cfg: "TrainConfig", target: Target, sets: dict[
     return entry, trained
 
 
-def _spread(runs: list[dict], set_name: str) -> dict:
+def runs_spread(runs: list[dict], set_name: str) -> dict:
     per_seed = [{"seed_index": r["seed_index"], "seed": r["seed"],
                  "trained_success": r["results"][set_name]["trained"]["success"]["rate"],
                  "delta_pp": r["results"][set_name]["delta"]["success"]["delta_pp"],
@@ -533,7 +533,7 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
         "dev_set": DEV if DEV in sets else None, "seeds": cfg.seed_list,
         "sets": {k: v.describe() for k, v in sets.items()},
         "results": results, "runs": runs,
-        "spread": {name: _spread(runs, name) for name in sets} if len(runs) > 1 else None,
+        "spread": {name: runs_spread(runs, name) for name in sets} if len(runs) > 1 else None,
         "throughput": {"base": base_thr, "runs": [r["throughput"] for r in runs]},
         "records": {"base": {k: [r.to_dict() for r in v] for k, v in base.items()}, "runs": run_records},
     }

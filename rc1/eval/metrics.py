@@ -6,7 +6,7 @@ a checkpoint on the SAME items get a paired bootstrap interval (resampling items
 report is reproducible), with Newcombe's hybrid score interval beside it for proportions.
 
 Definitions (SPEC §7, seeds 003/004):
-  success                    verifier success of the final answer (rc1.rewards.verifiers.verify)
+  success                    verifier success of the final answer (rc1.envs.verifiers.verify)
   over-clarification rate    items NOT needing clarification where the model asked >= once,
                              / items not needing clarification
   clarification precision    asked AND needed / asked          (per task and overall)
@@ -64,7 +64,7 @@ class EpisodeRecord:
 
     @classmethod
     def of(cls, item: dict, episode: Any) -> "EpisodeRecord":
-        from rc1.rewards.verifiers import verify_episode
+        from rc1.envs.verifiers import verify_episode
 
         verdict = verify_episode(item, episode)
         return cls(item_id=str(item["id"]), task=item["task"], bucket=item.get("bucket"),
@@ -292,7 +292,7 @@ def majority_baseline(items: Sequence[dict]) -> dict:
     from types import SimpleNamespace
 
     from rc1.config.schema import task_order
-    from rc1.rewards.verifiers import verify_episode
+    from rc1.envs.verifiers import verify_episode
 
     per_item: dict[str, bool] = {}
     by_task: dict[str, dict] = {}

@@ -89,7 +89,7 @@ def run_of_checkpoint(ws: Workspace, cfg: "TrainConfig", ckpt: Path) -> "SeedRun
 
 
 def acceptances(ws: Workspace) -> list[dict]:
-    from rc1.machine.store import read_audit
+    from rc1.state.store import read_audit
 
     return [e for e in read_audit(ws) if e.get("trigger") == ACCEPT_EARLY_STOP]
 
@@ -107,7 +107,7 @@ def accept_early_stop(ws: Workspace, cfg: "TrainConfig", why: str, *, config_pat
 
     Raises ConfigError when `why` is empty or no run of this config stopped early."""
     from rc1.config.load import config_hash
-    from rc1.machine.store import append_audit, load_record
+    from rc1.state.store import append_audit, load_record
     from rc1.runtime.provenance import git_commit
 
     why = (why or "").strip()

@@ -12,12 +12,12 @@ item id with it, is refused (ConfigError): selecting on it would leak the held-o
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rc1.data.io import read_jsonl
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import sha256_file
 from rc1.runtime.workspace import Workspace
@@ -47,20 +47,8 @@ class ItemSet:
 
 
 def read_items(path: Path) -> list[dict]:
-    items = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from None
-            missing = [k for k in ("id", "task", "messages", "answer") if k not in item]
-            if missing:
-                raise ConfigError(f"{path}:{lineno}: eval item lacks {missing}")
-            items.append(item)
-    return items
+    """Eval items: each needs an id, its task, the messages and the gold answer."""
+    return read_jsonl(path, required=("id", "task", "messages", "answer"), what="eval item")
 
 
 def stratified_head(items: list[dict], n: int) -> list[dict]:

@@ -42,6 +42,8 @@ def _jsonable(value: Any) -> Any:
 
 
 PASS, FAIL, NOT_MEASURABLE, NOT_APPLICABLE = "pass", "fail", "not measurable", "not applicable"
+# What a check did to its gate (GateResult.outcome): not measurable splits by the profile's policy.
+OUTCOMES = ("pass", "fail", "blocked", "warned", "not_applicable")
 STATUSES = (PASS, FAIL, NOT_MEASURABLE, NOT_APPLICABLE)
 
 
@@ -136,6 +138,14 @@ class GateResult:
 
     def blocks(self, c: Check) -> bool:
         return c.status == FAIL or (c.status == NOT_MEASURABLE and self.not_measurable_blocks)
+
+    def outcome(self, c: Check) -> str:
+        """What `c` did to this gate, as the CLI and the report word it: one of OUTCOMES."""
+        if c.status == NOT_MEASURABLE:
+            return "blocked" if self.blocks(c) else "warned"
+        if c.status == NOT_APPLICABLE:
+            return "not_applicable"
+        return "pass" if c.passed else "fail"
 
     @property
     def passed(self) -> bool:

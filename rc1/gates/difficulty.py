@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 
 from rc1.gates.base import Check, GateContext, GateResult
-from rc1.gates.pool import MAKERS, data_paths, fresh_report, missing_check
+from rc1.gates.pool import MAKERS, data_paths, missing_check, reused_report
 from rc1.runtime.fingerprint import Evidence, sha256_file
+from rc1.runtime.layout import DIFFICULTY_REPORT as REPORT
 
-REPORT = "reports/rc1/difficulty_report.json"
 
 
 def _chain(ctx: GateContext, derived: str, source: str, remake: str) -> Check | None:
@@ -65,11 +65,8 @@ def evaluate(ctx: GateContext) -> GateResult:
     if result.checks:
         return result
     inputs = {"metrics": paths["metrics"], "balanced": paths["balanced"]}
-    rep, why = fresh_report(ctx, REPORT, inputs, th.model_dump())
-    if rep is not None:
-        result.evidence.append(Evidence.of(ws, REPORT))
-        result.notes.append(f"checks from {REPORT} (inputs and thresholds verified by sha256)")
-    else:
+    rep, why = reused_report(ctx, result, REPORT, inputs, th.model_dump())
+    if rep is None:
         from rc1.data import difficulty as D
         from rc1.data.io import read_jsonl
         from rc1.runtime.errors import ConfigError

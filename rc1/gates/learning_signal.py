@@ -21,8 +21,8 @@ import json
 
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.fingerprint import Evidence, read_sidecar, sha256_file
+from rc1.runtime.layout import LEARNING_SIGNAL_REPORT as REPORT
 
-REPORT = "reports/learning_signal.json"
 
 
 def fixes(rep: dict, cfg, g) -> str:

@@ -11,16 +11,13 @@ the command that makes them.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from rc1.data.applicability import v1_required
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.fingerprint import Evidence, sha256_file, verify_artifact
+from rc1.runtime.layout import BALANCED_POOL, POOL, SHADOW_SET, V1_POOL, metrics_path_for
+from rc1.runtime.layout import DIVERSITY_REPORT as REPORT
 
-POOL = "data/rollouts/rc1_seed.jsonl"
-SHADOW = "data/shadow_eval_245.jsonl"
-V1_POOL = "data/rollouts/rc1_v1.jsonl"
-REPORT = "reports/diversity_report.json"
 MAKERS = {
     "pool": "rc1 data build-pool --n 30000 --seed 20250821 --out {path}",
     "shadow": "rc1 data shadow-set --n 245 --seed 20250820 --stratify --out {path}",
@@ -33,12 +30,11 @@ MAKERS = {
 def data_paths(ctx: GateContext) -> dict[str, str]:
     cfg = ctx.config
     if cfg is None:
-        pool, shadow, v1, balanced = POOL, SHADOW, V1_POOL, "data/rollouts/rc1_seed.balanced.jsonl"
+        pool, shadow, v1, balanced = POOL, SHADOW_SET, V1_POOL, BALANCED_POOL
     else:
         pool, shadow, balanced = cfg.pool.out, cfg.data.shadow_path, cfg.seed_pool
         v1 = cfg.pool.v1_pool or V1_POOL
-    metrics = pool[:-len(".jsonl")] + ".metrics.jsonl" if pool.endswith(".jsonl") else pool + ".metrics.jsonl"
-    return {"pool": pool, "shadow": shadow, "v1": v1, "metrics": metrics, "balanced": balanced}
+    return {"pool": pool, "shadow": shadow, "v1": v1, "metrics": metrics_path_for(pool), "balanced": balanced}
 
 
 def tokenizer_base(ctx: GateContext) -> str | None:
@@ -54,6 +50,16 @@ def tokenizer_base(ctx: GateContext) -> str | None:
 
 def missing_check(name: str, path: str, maker: str, **fmt) -> Check:
     return Check(f"{name} file", None, "exists", False, f"{path} is missing: make it with `{maker.format(path=path, **fmt)}`")
+
+
+def reused_report(ctx: GateContext, result: GateResult, report: str, inputs: dict, thresholds: dict):
+    """(report, "") when `report` was written from these inputs and thresholds (it becomes evidence of `result`);
+    else (None, why it must be recomputed)."""
+    rep, why = fresh_report(ctx, report, inputs, thresholds)
+    if rep is not None:
+        result.evidence.append(Evidence.of(ctx.ws, report))
+        result.notes.append(f"checks from {report} (inputs and thresholds verified by sha256)")
+    return rep, why
 
 
 def fresh_report(ctx: GateContext, report: str, inputs: dict[str, str | None], thresholds: dict) -> tuple[dict | None, str]:
@@ -95,11 +101,8 @@ def evaluate(ctx: GateContext) -> GateResult:
         return result
     inputs = {"pool": paths["pool"], "shadow": paths["shadow"] if present["shadow"] else None,
               "v1": paths["v1"] if present["v1"] else None}
-    rep, why = fresh_report(ctx, REPORT, inputs, th.model_dump())
-    if rep is not None:
-        result.evidence.append(Evidence.of(ws, REPORT))
-        result.notes.append(f"checks from {REPORT} (inputs and thresholds verified by sha256)")
-    else:
+    rep, why = reused_report(ctx, result, REPORT, inputs, th.model_dump())
+    if rep is None:
         from rc1.data import diversity as DV
         from rc1.data.io import check_items, read_jsonl
         from rc1.data.tokens import get_counter

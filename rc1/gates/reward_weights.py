@@ -7,11 +7,12 @@ from rc1.config.schema import WeightsFile
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import Evidence
+from rc1.runtime.layout import WEIGHTS
 
 
 def evaluate(ctx: GateContext) -> GateResult:
     g = ctx.gates.reward
-    rel = ctx.config.reward.weights if ctx.config is not None else "configs/weights.json"
+    rel = ctx.config.reward.weights if ctx.config is not None else WEIGHTS
     res = GateResult("reward_weights")
     path = ctx.ws.path(rel)
     res.checks.append(Check("weights file exists", rel if path.exists() else None, "exists", path.exists()))

@@ -44,7 +44,7 @@ def evaluate(ctx: GateContext) -> GateResult:
 def custom_task_checks(ctx: GateContext, res: GateResult) -> list[Check]:
     """One check per custom task in the mix: its files exist and its verifier resolves (a `python:`
     verifier is imported from the workspace or an installed package)."""
-    from rc1.rewards.verifiers import resolve_verifier, verifier_file
+    from rc1.envs.verifiers import resolve_verifier, verifier_file
     from rc1.runtime.errors import ConfigError
 
     cfg, out = ctx.config, []

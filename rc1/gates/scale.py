@@ -36,13 +36,13 @@ import math
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 from rc1.config.schema import BUCKETS, TASKS
 from rc1.gates.base import FAIL, NOT_APPLICABLE, NOT_MEASURABLE, PASS, Check, GateContext, GateResult
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import Evidence, register_artifact, sha256_file, verify_artifact
+from rc1.runtime.layout import V1_POOL
 
 GATE = "scale"
 REPORT_DIR = "reports/scale"
@@ -50,7 +50,6 @@ NOT_RUN = "not run"
 NOT_RUN_STATUS = "not_run"
 OVERSAMPLE = 2.5
 MAX_BUILD_ROUNDS = 4
-V1_DEFAULT = "data/rollouts/rc1_v1.jsonl"
 
 
 def expansion_path(stage: str) -> str:
@@ -117,6 +116,25 @@ def _read(ws, rel: str | None) -> list[dict] | None:
     if not rel or not ws.path(rel).exists():
         return None
     return read_jsonl(ws.path(rel))
+
+
+def _read_all(ws, rels: list[str]) -> list[dict]:
+    """The items of every existing file in `rels`, in order."""
+    return [it for r in rels for it in _read(ws, r) or []]
+
+
+def _measure(ctx: GateContext, run, label: str, steps_left: list, items: list[dict], stability_items: list[dict],
+             shadow, v1) -> None:
+    """One phase's measurements: diversity and difficulty of `items`, scorer stability on `stability_items`."""
+    ctx.progress(f"{label}: diversity of {len(items)} items")
+    steps_left.pop(0)
+    run.add_group(_diversity(run, items, shadow or None, v1))
+    ctx.progress(f"{label}: scorer stability")
+    steps_left.pop(0)
+    run.add_group(_stability(run, stability_items))
+    ctx.progress(f"{label}: difficulty")
+    steps_left.pop(0)
+    run.add_group(_difficulty(run, items))
 
 
 def _checks_from(report_checks: list[dict], prefix: str) -> list[Check]:
@@ -225,21 +243,15 @@ def _signatures(items: list[dict]):
     return sg, sets, (sg.compute(sets) if sets else None)
 
 
-def _key(it: dict) -> tuple:
-    from rc1.data.diversity import _norm
-
-    return (it.get("task"), _norm(it.get("question", "")), _norm(str(it.get("answer", ""))))
-
-
 def overlaps(new: list[dict], earlier: list[dict], shadow: list[dict], near_dup: float, leak: float) -> dict:
     """New items that repeat an earlier pool or the shadow set: by id, exact text, near-dup, leak."""
     from rc1.data import diversity as DV
 
     old_ids = {str(it["id"]) for it in earlier} | {str(it["id"]) for it in shadow}
-    old_keys = {_key(it) for it in earlier + shadow}
+    old_keys = {DV.exact_key(it) for it in earlier + shadow}
     out: dict[str, list[dict]] = {"id": [], "exact": [], "near_dup": [], "leak": []}
     out["id"] = [{"id": it["id"]} for it in new if str(it["id"]) in old_ids]
-    out["exact"] = [{"id": it["id"]} for it in new if _key(it) in old_keys]
+    out["exact"] = [{"id": it["id"]} for it in new if DV.exact_key(it) in old_keys]
     if new:
         sg, sets, sigs = _signatures(new)
         for ref, limit, kind in ((earlier, near_dup, "near_dup"), (shadow, leak, "leak")):
@@ -252,7 +264,7 @@ def overlaps(new: list[dict], earlier: list[dict], shadow: list[dict], near_dup:
 
 def _earlier_pools(ctx: GateContext, stage_names: list[str], idx: int) -> list[str]:
     cfg = ctx.config
-    rels = [cfg.pool.out, cfg.seed_pool, cfg.pool.v1_pool or V1_DEFAULT, cfg.data.train_path, cfg.data.eval_path]
+    rels = [cfg.pool.out, cfg.seed_pool, cfg.pool.v1_pool or V1_POOL, cfg.data.train_path, cfg.data.eval_path]
     rels += [expansion_path(s) for s in stage_names[:idx]]
     seen, out = set(), []
     for r in rels:
@@ -348,7 +360,7 @@ def evaluate(ctx: GateContext) -> GateResult:
     run = _Run(ctx, stage)
     ws, cfg = ctx.ws, ctx.config
     shadow = _read(ws, cfg.data.shadow_path) or []
-    v1 = _read(ws, cfg.pool.v1_pool or V1_DEFAULT)
+    v1 = _read(ws, cfg.pool.v1_pool or V1_POOL)
     base_rel = cfg.seed_pool if ws.path(cfg.seed_pool).exists() else cfg.pool.out
     current_rels = [base_rel] + [expansion_path(s) for s in stage_names[:idx]]
     earlier_rels = _earlier_pools(ctx, stage_names, idx)
@@ -378,27 +390,15 @@ def evaluate(ctx: GateContext) -> GateResult:
         if missing:
             run.need(Check("current pool exists", None, "exists", False,
                            f"missing {missing}: build the seed pool (`rc1 data build-pool`, difficulty bucketize) first"))
-        current: list[dict] = []
-        for r in current_rels:
-            current += _read(ws, r) or []
-        ctx.progress(f"{stage}: before: diversity of {len(current)} items")
-        steps_left.pop(0)
-        run.add_group(_diversity(run, current, shadow or None, v1))
-        ctx.progress(f"{stage}: before: scorer stability")
-        steps_left.pop(0)
-        run.add_group(_stability(run, current))
-        ctx.progress(f"{stage}: before: difficulty")
-        steps_left.pop(0)
-        run.add_group(_difficulty(run, current))
+        current = _read_all(ws, current_rels)
+        _measure(ctx, run, f"{stage}: before", steps_left, current, current, shadow, v1)
         done_before = True
         _write_report(run, "before", current_rels, n)
 
         # ------------------------------------------------------------------ expand
         run.phase = "after"
         steps_left = list(AFTER_STEPS)
-        earlier: list[dict] = []
-        for r in earlier_rels:
-            earlier += _read(ws, r) or []
+        earlier = _read_all(ws, earlier_rels)
         exp_rel = expansion_path(stage)
         exp_p = ws.path(exp_rel)
         ctx.progress(f"{stage}: expanding by {n} new items")
@@ -430,16 +430,7 @@ def evaluate(ctx: GateContext) -> GateResult:
             Check.equals(f"leaks vs the shadow set (similarity >= {gp.leak_sim_max:g})", len(ov["leak"]), 0,
                          ", ".join(f"{o['id']}~{o['of']}" for o in ov["leak"][:5])),
         ])
-        expanded = current + new
-        ctx.progress(f"{stage}: after: diversity of {len(expanded)} items")
-        steps_left.pop(0)
-        run.add_group(_diversity(run, expanded, shadow or None, v1))
-        ctx.progress(f"{stage}: after: scorer stability")
-        steps_left.pop(0)
-        run.add_group(_stability(run, new))
-        ctx.progress(f"{stage}: after: difficulty")
-        steps_left.pop(0)
-        run.add_group(_difficulty(run, expanded))
+        _measure(ctx, run, f"{stage}: after", steps_left, current + new, new, shadow, v1)
         done_after = True
         _write_report(run, "after", current_rels + [exp_rel], n)
     except _Stop:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rc1.config.load import config_hash
 from rc1.gates.base import Check, GateContext, GateResult
-from rc1.machine.store import ticket_path, verify_ticket
+from rc1.state.store import ticket_path, verify_ticket
 from rc1.runtime.errors import TamperError
 from rc1.runtime.fingerprint import Evidence
 

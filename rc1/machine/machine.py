@@ -1,4 +1,4 @@
-"""The gated state machine, built with `transitions` from the table in rc1.machine.table.
+"""The gated state machine, built with `transitions` from the table in rc1.state.table.
 
 The machine is rebuilt from reports/state/machine.json every time (never pickled). A trigger's
 gate runs in `conditions`; the ticket, audit entry and new state are written in `before`, so a
@@ -12,14 +12,14 @@ from typing import Callable
 from transitions import Machine, MachineError
 
 from rc1.gates.base import GateResult
-from rc1.machine import store
-from rc1.machine.table import STATES, TICKETED, TRANSITIONS
+from rc1.state import store
+from rc1.state.table import STATES, TICKETED, TRANSITIONS
 from rc1.runtime.atomic import atomic_write_json
+from rc1.runtime.layout import GATE_REPORTS
 from rc1.runtime.provenance import git_commit
 from rc1.runtime.workspace import Workspace
 
 GateRunner = Callable[[str], list[GateResult]]
-GATE_REPORTS = "reports/gates"
 
 
 class GatedMachine:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from rc1.config.load import config_hash, load_gates_config, load_train_config
 from rc1.config.schema import GatesConfig, TrainConfig
 from rc1.gates.base import GateContext, GateResult
 from rc1.gates.registry import run_gate
-from rc1.machine import store
-from rc1.machine.machine import GATE_REPORTS, GatedMachine
-from rc1.machine.table import ALIASES, STATES, path_to
+from rc1.state import store
+from rc1.machine.machine import GatedMachine
+from rc1.runtime.layout import GATE_REPORTS
+from rc1.state.table import ALIASES, STATES, path_to
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.workspace import Workspace
 
@@ -114,7 +114,3 @@ def last_gate_reports(ws: Workspace) -> dict[str, dict]:
 
 def current_state(ws: Workspace) -> str:
     return store.load_record(ws).state
-
-
-def ticket_exists(ws: Workspace, state: str) -> bool:
-    return Path(store.ticket_path(ws, state)).exists()

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rc1.machine import store
-from rc1.machine.table import forward_from
+from rc1.state import store
+from rc1.state.table import forward_from
 from rc1.runtime.fingerprint import ARTIFACTS_MANIFEST
+from rc1.runtime.layout import GATE_REPORTS, JUDGE_STATS
 from rc1.runtime.metrics import last_metrics
 from rc1.runtime.workspace import Workspace
 
-JUDGE_STATS = "reports/judge_stats.json"
 CACHE_ALERT = 0.95
 
 
@@ -60,7 +60,7 @@ def collect_status(ws: Workspace, n_metrics: int = 20) -> dict:
     rec = store.load_record(ws)
     nxt = forward_from(rec.state)
     gates = {}
-    gdir = ws.path("reports/gates")
+    gdir = ws.path(GATE_REPORTS)
     if gdir.exists():
         for p in sorted(gdir.glob("*.json")):
             doc = _load_json(p)

@@ -10,18 +10,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rc1.machine import store
-from rc1.machine.table import STATES, forward_from
+from rc1.state import store
+from rc1.state.table import STATES, forward_from
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.fingerprint import ARTIFACTS_MANIFEST, sha256_file
+from rc1.runtime.layout import BALANCED_POOL, GATE_REPORTS, POOL, WEIGHTS
 from rc1.runtime.workspace import Workspace
 
 # What each gate area needs, so a failing area can name the artifact to ask for.
 AREA_NEEDS: dict[str, tuple[str, str, str]] = {
-    "pool": ("seed_pool", "data/rollouts/rc1_seed.jsonl", "30k seed pool passing diversity/dedup/leak/mix checks"),
-    "difficulty": ("difficulty_balanced_seed", "data/rollouts/rc1_seed.balanced.jsonl",
+    "pool": ("seed_pool", POOL, "30k seed pool passing diversity/dedup/leak/mix checks"),
+    "difficulty": ("difficulty_balanced_seed", BALANCED_POOL,
                    "balanced pool + reports/rc1/difficulty_report.json within the difficulty bounds"),
-    "reward_weights": ("reward_weights", "configs/weights.json", "weights >= 0, sum 1, each <= 0.5"),
+    "reward_weights": ("reward_weights", WEIGHTS, "weights >= 0, sum 1, each <= 0.5"),
     "overclar_penalty": ("overclar_penalty", "configs/", "use_overclar_penalty: true and its checks passing"),
     "scorer": ("live_scorer", "reports/scorer_probe.json", "live judge probe with real latency and billable usage"),
     "shadow_run": ("shadow_run", "reports/shadow_run_pre_run_check.json", "shadow run over the 245-item shadow set"),
@@ -62,7 +63,7 @@ def export_sync(ws: Workspace, round_n: int | None = None) -> Path:
     gate = nxt["gate"] if nxt else None
     gate_report = None
     if gate:
-        gp = ws.path(f"reports/gates/{gate}.json")
+        gp = ws.path(f"{GATE_REPORTS}/{gate}.json")
         if gp.exists():
             try:
                 gate_report = json.loads(gp.read_text())

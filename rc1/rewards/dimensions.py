@@ -20,7 +20,7 @@ from typing import Any
 
 from rc1.config.schema import REWARD_DIMENSIONS
 from rc1.envs.answers import has_answer_line, strip_think, think_well_formed
-from rc1.rewards.verifiers import verify_episode
+from rc1.envs.verifiers import verify_episode
 
 _WORD = re.compile(r"[A-Za-z0-9\u4e00-\u9fff]+(?:[.,][0-9]+)?")
 _NUM = re.compile(r"\d+(?:\.\d+)?")

@@ -8,7 +8,7 @@ and for each item three responses with known outcomes:
               the other yes/no                                                  (wrong)
   other_item  the gold response to another item of the same task with another answer   (wrong)
 
-The verifier (rc1.rewards.verifiers) labels every response; a perturbation the verifier accepts is
+The verifier (rc1.envs.verifiers) labels every response; a perturbation the verifier accepts is
 replaced. The judge grades all of them and the probe measures:
 
   discrimination  AUC of grade vs verified correctness (Mann-Whitney U / n_correct n_wrong), with a
@@ -100,7 +100,7 @@ def wrong_responses(item: dict, others: list[dict], rng: random.Random) -> list[
     """(kind, response) pairs for `item` that the verifier judges wrong: a perturbed answer with the gold
     reasoning, and another item's gold response (same task, another answer). Either may be missing."""
     from rc1.envs.answers import extract_final_answer
-    from rc1.rewards.verifiers import verify
+    from rc1.envs.verifiers import verify
 
     def wrong(response: str) -> bool:
         return not verify(item["task"], extract_final_answer(response), item["answer"], item.get("aliases") or ()).success
@@ -140,7 +140,7 @@ def probe_items(n: int, seed: int) -> list[dict]:
 def probe_set(n: int, seed: int) -> list[ProbeResponse]:
     """Every probe response (gold, perturbed, other_item per item), labelled by the verifier."""
     from rc1.envs.answers import extract_final_answer
-    from rc1.rewards.verifiers import verify
+    from rc1.envs.verifiers import verify
 
     items = probe_items(n, seed)
     out = []

@@ -13,9 +13,10 @@ import logging
 import random
 import time
 from collections import defaultdict
-from pathlib import Path
 
 from rc1.config.schema import TrainConfig
+from rc1.data.io import read_jsonl
+from rc1.envs.episode import episode_dict
 from rc1.rewards.reward import ScoredEpisode
 from rc1.runtime.atomic import atomic_output, atomic_write_json, canonical_json
 from rc1.runtime.errors import ConfigError
@@ -24,21 +25,6 @@ from rc1.runtime.workspace import Workspace
 
 log = logging.getLogger("rc1.rewards.responses")
 DEV_BASE_TAG = "dev_base"  # base-model answers to the dev split: difficulty validation and calibration read them
-EPISODE_FIELDS = ("item_id", "task", "final_answer", "turns", "tool_hops", "clarifications", "truncated",
-                  "model_text", "transcript")
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-    return out
 
 
 def load_shadow_set(ws: Workspace, cfg: TrainConfig) -> tuple[list[dict], str, str]:
@@ -82,10 +68,6 @@ def select_items(items: list[dict], n: int, seed: int, stratify: bool) -> list[d
         picked += rng.sample(strata[k], alloc[k])
     order = {id(it): i for i, it in enumerate(items)}
     return sorted(picked, key=lambda it: order[id(it)])
-
-
-def episode_dict(ep) -> dict:
-    return {k: getattr(ep, k) for k in EPISODE_FIELDS}
 
 
 def generate_responses(cfg: TrainConfig, items: list[dict], *, generations: int, seed: int,
@@ -189,7 +171,7 @@ def dev_base_outcomes(ws: Workspace, cfg: TrainConfig) -> tuple[list[dict], dict
     """(dev items, verified successes per item id, meta, responses path) of the base model's answers to the
     dev split (`rc1 reward base-answers`). ConfigError naming the command when they are missing, were made
     from another dev split or another base model, or changed since."""
-    from rc1.rewards.verifiers import verify_episode
+    from rc1.envs.verifiers import verify_episode
 
     rel = responses_path(DEV_BASE_TAG, shadow=False)
     path, meta_path = ws.path(rel), ws.path(rel + ".meta.json")

@@ -4,7 +4,7 @@
                                                         penalty = alpha * min(c, cap) for c clarification
                                                         turns on an item that needed none
     shaping  = (s + P) / (1 + P)      in [0, 1]         P = alpha * cap, the largest penalty
-    total    = I[success] + shaping_scale * shaping     success: rc1.rewards.verifiers.verify_episode
+    total    = I[success] + shaping_scale * shaping     success: rc1.envs.verifiers.verify_episode
 
 `shaping_scale` < 1 (schema), so every correct answer outscores every wrong answer to the same
 item, whatever the weights and penalties: the shaping dimensions order answers of equal

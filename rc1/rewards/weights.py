@@ -12,8 +12,6 @@ from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import sha256_file
 from rc1.runtime.workspace import Workspace
 
-UNIFORM = {d: 1.0 / len(REWARD_DIMENSIONS) for d in REWARD_DIMENSIONS}
-
 
 def check_weights(weights: dict[str, float], max_weight: float = 0.5, tol: float = 1e-6) -> dict[str, float]:
     """Validate a weights mapping (known keys, >= 0, <= max, sum 1); ConfigError naming every bad key."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
         try:
@@ -23,21 +23,9 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-    return path
+    with atomic_output(path, "wb") as fh:
+        fh.write(data)
+    return Path(path)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -75,7 +63,7 @@ def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def append_line(path: str | os.PathLike, line: str) -> None:

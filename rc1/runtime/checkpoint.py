@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from rc1.runtime.atomic import _fsync_dir, append_line, atomic_write_json
+from rc1.runtime.atomic import fsync_dir, append_line
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import sha256_file
 from rc1.runtime.workspace import Workspace
@@ -146,7 +146,7 @@ def write_checkpoint(ws: Workspace, run_dir: str | os.PathLike, step: int,
                     "time": meta_doc[META_TIME], "files": files}
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         _fsync_file(tmp / MANIFEST_FILE)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         final = root / name
         if final.exists():  # re-saving a step (e.g. SIGTERM right after a scheduled save)
             old = root / f"{TMP_PREFIX}old-{name}-{os.getpid()}"
@@ -155,7 +155,7 @@ def write_checkpoint(ws: Workspace, run_dir: str | os.PathLike, step: int,
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, final)
-        _fsync_dir(root)
+        fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -189,7 +189,7 @@ def set_latest(root: Path, name: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, link)
-    _fsync_dir(root)
+    fsync_dir(root)
 
 
 def read_latest(root: Path) -> Path | None:

@@ -12,7 +12,6 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable
 
 from rc1.runtime.atomic import append_line, atomic_write_text, canonical_json
 from rc1.runtime.workspace import Workspace
@@ -111,7 +110,3 @@ def verify_artifact(ws: Workspace, path: str | os.PathLike) -> bool:
     p = ws.path(path)
     expected = read_sidecar(p)
     return expected is not None and p.exists() and sha256_file(p) == expected
-
-
-def evidence_of(ws: Workspace, paths: Iterable[str | os.PathLike]) -> list[Evidence]:
-    return [Evidence.of(ws, p) for p in paths if ws.path(p).exists()]

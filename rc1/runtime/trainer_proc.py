@@ -16,7 +16,6 @@ import sys
 import time
 import socket
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import ConfigError
@@ -172,7 +171,3 @@ def install_sigterm(handler) -> None:
         handler("operator" if signum == signal.SIGTERM else "interrupt")
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-
-
-def stop_requested_by_operator(ws: Workspace) -> bool:
-    return Path(ws.path(STOP_REQUEST_FILE)).exists()

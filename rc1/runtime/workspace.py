@@ -14,45 +14,25 @@ from pathlib import Path
 ENV_WORKDIR = "RC1_WORKDIR"
 
 
+def _under(rel: str) -> property:
+    """A read-only attribute: the workspace root / `rel`."""
+    return property(lambda self: self.root / rel, doc=f"<workspace>/{rel}")
+
+
 @dataclass(frozen=True)
 class Workspace:
     root: Path
 
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def reports(self) -> Path:
-        return self.root / "reports"
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / "checkpoints"
-
-    @property
-    def data(self) -> Path:
-        return self.root / "data"
-
-    @property
-    def configs(self) -> Path:
-        return self.root / "configs"
-
-    @property
-    def state_dir(self) -> Path:
-        return self.reports / "state"
-
-    @property
-    def preflight_dir(self) -> Path:
-        return self.reports / "preflight"
-
-    @property
-    def train_log(self) -> Path:
-        return self.logs / "train.log"
-
-    @property
-    def metrics_path(self) -> Path:
-        return self.reports / "metrics.jsonl"
+    # The workspace's fixed places, as Paths under root.
+    logs = _under("logs")
+    reports = _under("reports")
+    checkpoints = _under("checkpoints")
+    data = _under("data")
+    configs = _under("configs")
+    state_dir = _under("reports/state")
+    preflight_dir = _under("reports/preflight")
+    train_log = _under("logs/train.log")
+    metrics_path = _under("reports/metrics.jsonl")
 
     def path(self, rel: str | os.PathLike) -> Path:
         """Absolute path for a workspace-relative (or already absolute) path."""

@@ -9,33 +9,12 @@ gives no signal at all (its GRPO advantages are 0).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from rc1.config.schema import REWARD_DIMENSIONS
-from rc1.engines.contract import Batch, Policy
+from rc1.engines.contract import Batch, Policy, ScoredRollout
 
 ZERO_VAR_TOL = 1e-9
-
-
-@dataclass
-class ScoredRollout:
-    items: list[dict]            # one per episode (each prompt repeated group_size times, consecutive)
-    episodes: list[Any]
-    rewards: list[float]
-    successes: list[bool]
-    dims: list[dict[str, float]]
-    group_size: int
-    advantage_scales: list[float] = field(default_factory=list)   # the difficulty bonus per episode
-    shaping: list[float] = field(default_factory=list)
-    stats: dict[str, float] = field(default_factory=dict)
-
-    def group_success(self) -> dict[str, float]:
-        """item id -> success rate of its group (feeds the priority sampler)."""
-        out: dict[str, list[bool]] = {}
-        for it, s in zip(self.items, self.successes):
-            out.setdefault(it["id"], []).append(bool(s))
-        return {k: sum(v) / len(v) for k, v in out.items()}
 
 
 def score_rollout(items: list[dict], episodes: list, reward_model, group_size: int) -> ScoredRollout:

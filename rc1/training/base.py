@@ -74,9 +74,9 @@ class RecipeBase:
     def __init__(self, ws, cfg, *, config_path: str | None = None, resume: str | None = None,
                  resume_fallback: bool = False, max_steps: int | None = None, model_loader=None,
                  reward_model=None, checkpoints: bool = True, seed_index: int = 0, dist=None):
-        from rc1.training.distributed import SingleProcess
+        from rc1.runtime.distributed import SingleProcess
 
-        self.dist = dist or SingleProcess()  # this process's rank of the run (rc1.training.distributed)
+        self.dist = dist or SingleProcess()  # this process's rank of the run (rc1.runtime.distributed)
         self.seed_index = seed_index
         self.seed_run = cfg.seed_run(seed_index)
         cfg = cfg.for_seed(seed_index)

@@ -3,7 +3,7 @@
 `rc1 train --nproc N` (or `--accelerate-config FILE` for a user's own, e.g. multi-node, accelerate config)
 runs here after the CLI has passed the gates and written the pid file:
 
-1. `plan(...)` checks what this machine can run (rc1.training.distributed.machine_errors), the port, and the
+1. `plan(...)` checks what this machine can run (rc1.runtime.distributed.machine_errors), the port, and the
    accelerate config when given; every problem is one dotted-path line (exit 2). `--dry-run` stops here.
 2. `launch(...)` runs Accelerate's launcher in this process: its torchrun agent starts the ranks (each one
    `rc1 train` with WORLD_SIZE/RANK set), forwards SIGTERM/SIGINT to them (they finish the step, rank 0
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rc1.runtime.errors import ConfigError, GateRefused, Rc1Error
-from rc1.training import distributed as D
+from rc1.runtime import distributed as D
 
 log = logging.getLogger("rc1.launch")
 

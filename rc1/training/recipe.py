@@ -21,7 +21,7 @@ divergence, KL vs target_kl), callbacks (eval, checkpoint, logging).
 Supports: strategies grpo, ppo, dpo, rloo, sft; gradient accumulation (with multi-epoch strategies
 too: a stop request or the end of the run finishes the open window first); AMP where the device has
 it; exact resume from rc1 checkpoints, also mid-window for single-epoch strategies on one process;
-data parallelism on N processes (rc1.training.distributed: rank r runs micro-step step + r of each
+data parallelism on N processes (rc1.runtime.distributed: rank r runs micro-step step + r of each
 iteration; N processes with run.gradient_accumulation G compute what one process with G does).
 
 Assumes: the caller has checked the machine state and ticket (rc1.cli.train_cmd does), the
@@ -47,12 +47,12 @@ from pathlib import Path
 from rc1.engines.contract import Batch, StepPlan
 from rc1.runtime import checkpoint as ckpt
 from rc1.rewards.live import JudgeFault
-from rc1.rewards.verifiers import VerifierError
+from rc1.envs.verifiers import VerifierError
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fatal import CONTEXT
 from rc1.runtime.spans import Spans
 from rc1.training.base import RecipeBase, rollout_seed
-from rc1.training.distributed import merge_records, rank_info
+from rc1.runtime.distributed import merge_records, rank_info
 
 log = logging.getLogger("rc1.train")
 FEEDBACK_MAIN = 1 << 30  # order of a micro-step's own groups' feedback: after its redraws' (numbered 1, 2, ...)

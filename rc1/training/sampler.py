@@ -21,12 +21,12 @@ state: they go into every checkpoint so a resumed run draws the same prompts as 
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 import numpy as np
 
+from rc1.data.io import read_jsonl
 from rc1.runtime.errors import ConfigError
 
 log = logging.getLogger("rc1.sampling")
@@ -38,19 +38,8 @@ BUCKET_ORDER = ("easy", "medium", "hard")
 
 
 def read_items(path: Path) -> list[dict]:
-    items = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from None
-            if not isinstance(item, dict) or "id" not in item or "messages" not in item:
-                raise ConfigError(f"{path}:{lineno}: a pool item needs 'id' and 'messages'")
-            items.append(item)
-    return items
+    """Training items: each needs an id and the messages a rollout starts from."""
+    return read_jsonl(path, required=("id", "messages"), what="training item")
 
 
 def load_training_items(ws, cfg) -> tuple[list[dict], list[dict], dict]:

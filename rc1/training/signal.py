@@ -24,10 +24,10 @@ from collections import defaultdict
 
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json
+from rc1.runtime.layout import LEARNING_SIGNAL_REPORT as REPORT
 
 log = logging.getLogger("rc1.train")
 
-REPORT = "reports/learning_signal.json"
 REPORT_VERSION = 1
 
 

@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from tests.console.conftest import FakeTrainerStatus, RecordingBackend, metrics_line, write_metrics
+from tests.helpers.console import FakeTrainerStatus, RecordingBackend, metrics_line, write_metrics
 
 from rc1.console.app import make_app
 from rc1.console.screens.missing import MissingWorkspaceScreen

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from tests.console.conftest import FakeTrainerStatus, RecordingBackend
+from tests.helpers.console import FakeTrainerStatus, RecordingBackend
 
 from rc1.console.app import make_app
 

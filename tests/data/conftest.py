@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def new_ws(root: Path):
-    from rc1.runtime.workspace import Workspace
-
-    shutil.copytree(REPO / "templates", root / "templates")
-    return Workspace(root).ensure()
-
+from tests.helpers.cli import new_ws
 
 @pytest.fixture(scope="session")
 def small_ws(tmp_path_factory):
@@ -34,11 +23,3 @@ def small_ws(tmp_path_factory):
 @pytest.fixture
 def ws(tmp_path):
     return new_ws(tmp_path)
-
-
-def run_cli(ws, *args):
-    from typer.testing import CliRunner
-
-    from rc1.cli.main import app
-
-    return CliRunner().invoke(app, ["--workdir", str(ws.root), *args])

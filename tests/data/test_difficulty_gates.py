@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.data.conftest import run_cli
+from tests.helpers.cli import run_cli
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,7 @@ def test_strategyqa_parquet_and_build_from_sources(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tests.data.conftest import new_ws, run_cli
+    from tests.helpers.cli import new_ws, run_cli
 
     rows = [{"qid": f"q{i}", "term": "Hydrogen", "description": "element", "question": f"Is hydrogen's atomic number "
              f"squared larger than the number of Spice Girls (case {i})?", "answer": bool(i % 2),

@@ -6,7 +6,7 @@ import pytest
 
 from rc1.envs.answers import extract_final_answer, has_answer_line
 from rc1.envs.episode import Episode
-from rc1.rewards.verifiers import verify_episode
+from rc1.envs.verifiers import verify_episode
 
 GOLD = {"id": "g", "task": "gsm8k", "answer": "42", "question": "6 * 7?", "supporting": ["6 * 7 = 42"],
         "needs_clarification": False}

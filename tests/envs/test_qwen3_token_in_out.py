@@ -161,7 +161,7 @@ def test_split_turns_respect_max_length_per_sample(tok):
 
 def test_unclosed_think_block_is_no_answer_and_no_success(tok):
     """Qwen3-Thinking: the template opened <think>; a turn that never closes it has no answer."""
-    from rc1.rewards.verifiers import verify_episode
+    from rc1.envs.verifiers import verify_episode
 
     fmt = ChatFormat(tok)
     item = make_item(task="gsm8k", answer="5")

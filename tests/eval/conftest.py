@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-# test_scale_gate.py still imports these two from here
-from tests.helpers.eval import REPO, TINY_CONFIG, make_items, write_jsonl  # noqa: F401
+from tests.helpers.eval import TINY_CONFIG, make_items, write_jsonl
 
 
 @pytest.fixture

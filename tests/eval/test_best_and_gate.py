@@ -219,7 +219,7 @@ def test_stopped_early_defaults_from_the_reason(ws):
 
 def test_accept_early_stop_cli(ws):
     from rc1.cli.main import app
-    from rc1.machine.store import read_audit
+    from rc1.state.store import read_audit
 
     (ws.root / "configs" / "evt.yaml").write_text("profile: laptop\ngates: configs/gates_local.yaml\n"
                                                   "run: {name: evt, seed: 1}\n")
@@ -288,7 +288,8 @@ def md_rows(md: str) -> dict[str, list[str]]:
 
 def test_report_numbers_equal_the_json(ws):
     from rc1.eval.harness import run_view
-    from rc1.eval.report import build_report, fmt_pct, fmt_pp, fmt_rate_ci
+    from rc1.report import build_report
+    from rc1.runtime.fmt import fmt_pct, fmt_pp, fmt_rate_ci
 
     p = report_for(ws, GOOD)
     with open(ws.metrics_path, "w") as fh:
@@ -320,7 +321,7 @@ def test_report_numbers_equal_the_json(ws):
 
 
 def test_report_states_not_measurable_checks_and_early_stops(ws):
-    from rc1.eval.report import build_report
+    from rc1.report import build_report
 
     one_turn = lambda i: 1  # noqa: E731
     report_for(ws, recs(ok_need=25, overclar=0, ok_hard=30, turns=one_turn),
@@ -338,7 +339,7 @@ def test_report_states_not_measurable_checks_and_early_stops(ws):
 
 
 def test_report_refuses_a_tampered_eval_report(ws):
-    from rc1.eval.report import build_report
+    from rc1.report import build_report
     from rc1.runtime.errors import ConfigError
 
     p = report_for(ws, GOOD)

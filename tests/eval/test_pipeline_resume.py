@@ -53,7 +53,7 @@ def test_failed_stage_names_its_exit_and_failpack(ws):
 def test_interrupted_training_resumes_from_latest_and_eval_reruns_for_a_new_checkpoint(tiny_ws):
     from rc1.config.load import load_train_config
     from rc1.eval.harness import run_eval
-    from rc1.machine import store
+    from rc1.state import store
 
     ws = tiny_ws
     pipe = _pipeline(ws, "configs/tiny.yaml")
@@ -131,7 +131,7 @@ def test_every_seed_is_a_training_run_and_eval_waits_for_all_of_them(tiny_ws):
     import yaml
 
     from rc1.config.load import load_train_config
-    from rc1.machine import store
+    from rc1.state import store
 
     ws = tiny_ws
     doc = yaml.safe_load(ws.path("configs/tiny.yaml").read_text())

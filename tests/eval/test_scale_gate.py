@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.eval.conftest import REPO, write_jsonl
+from tests.helpers.eval import REPO, write_jsonl
 
 from rc1.runtime.fingerprint import verify_artifact
 from tests.helpers.configs import gates_yaml

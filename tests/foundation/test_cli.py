@@ -1,7 +1,7 @@
 import json
 import subprocess
 
-from tests.conftest import rc1_cmd
+from tests.helpers.cli import rc1_cmd
 
 
 def run(ws, *args, env=None):

@@ -1,6 +1,4 @@
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -8,7 +6,7 @@ from typer.testing import CliRunner
 from rc1.cli.main import app
 from rc1.config.load import load_train_config, verify_config_file
 from rc1.runtime.errors import ConfigError
-from tests.conftest import REPO, rc1_cmd
+from tests.helpers.cli import REPO, rc1_cmd
 
 runner = CliRunner()
 CONFIGS = sorted(p for p in (REPO / "configs").iterdir() if p.suffix in (".yaml", ".yml", ".json"))

@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rc1.gates.base import Check, GateResult
-from rc1.machine import store
+from rc1.state import store
 from rc1.machine.service import advance, open_machine
-from rc1.machine.table import STATES, TRANSITIONS
+from rc1.state.table import STATES, TRANSITIONS
 from rc1.runtime.errors import TamperError
 from rc1.runtime.fingerprint import Evidence
 from rc1.runtime.workspace import Workspace

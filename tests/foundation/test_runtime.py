@@ -14,7 +14,7 @@ from rc1.runtime.fingerprint import Evidence, register_artifact, verify_artifact
 from rc1.runtime.logs import setup_logging
 from rc1.runtime.metrics import MetricsTail, MetricsWriter, last_metrics
 from rc1.runtime.secrets import redact
-from tests.conftest import rc1_cmd
+from tests.helpers.cli import rc1_cmd
 
 SECRET = "sk-SECRETabcdef0123456789XYZ"
 
@@ -121,7 +121,7 @@ def test_metrics_tail_skips_and_counts_corrupt_and_partial_lines(tmp_path):
 CORE = ["rc1.machine.service", "rc1.machine.status", "rc1.machine.sync", "rc1.gates.registry",
         "rc1.gates.run_config", "rc1.gates.resources", "rc1.gates.training_start", "rc1.runtime.failpack",
         "rc1.runtime.device", "rc1.runtime.metrics", "rc1.config.load"]
-CORE_PACKAGES = ["machine", "gates", "data", "rewards", "envs", "runtime", "models", "engines", "strategies",
+CORE_PACKAGES = ["machine", "state", "gates", "data", "rewards", "envs", "runtime", "models", "engines", "strategies",
                  "callbacks", "eval", "config"]
 
 

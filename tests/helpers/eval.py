@@ -117,7 +117,7 @@ def crafted_report(ws, base, runs, *, items=None, profile: str = "laptop",
                                                "split": flat_split(st, d)}},
                         "metric": {"name": "success", "split": None, "value": None}, "best": None,
                         "throughput": {"episodes": len(trained), "seconds": 1.0, "episodes_per_s": len(trained)}})
-    from rc1.eval.harness import _spread
+    from rc1.eval.harness import runs_spread
 
     doc = {"kind": "ppo_eval", "version": REPORT_VERSION, "profile": profile, "heldout_set": "shadow", "dev_set": None,
            "run_dir": entries[0]["run_dir"] if len(entries) == 1 else None,
@@ -129,7 +129,7 @@ def crafted_report(ws, base, runs, *, items=None, profile: str = "laptop",
            "model": {"base": "random:qwen3-tiny"}, "generation": {"max_new_tokens": 8},
            "results": {"shadow": {"base": sb, "majority": maj, "base_vs_majority": versus_baseline(base, maj["items"]),
                                   "mde": mde_table(base), "split": flat_split(sb, None)}},
-           "runs": entries, "spread": {"shadow": _spread(entries, "shadow")} if len(entries) > 1 else None,
+           "runs": entries, "spread": {"shadow": runs_spread(entries, "shadow")} if len(entries) > 1 else None,
            "throughput": {"base": {"episodes": len(base), "cached": True, "cached_sets": ["shadow"]},
                           "runs": [e["throughput"] for e in entries]}}
     p = atomic_write_json(ws.reports / name, doc)

@@ -31,3 +31,27 @@ def make_item(**over) -> dict:
     }
     item.update(over)
     return item
+
+
+def mixed_task_items(n: int, seed: int = 0) -> list[dict]:
+    """Pool-format items over the three tasks and buckets (test data, built here)."""
+    import random
+
+    rng = random.Random(seed)
+    items = []
+    for i in range(n):
+        task = ("gsm8k", "hotpotqa", "strategyqa")[i % 3]
+        bucket = ("easy", "medium", "hard")[(i // 3) % 3]
+        if task == "gsm8k":
+            a, b = rng.randint(2, 50), rng.randint(2, 9)
+            q, ans, sup = f"A box has {a} rows of {b} pens. How many pens?", str(a * b), []
+        elif task == "hotpotqa":
+            city = rng.choice(["Paris", "Lyon", "Turin", "Porto", "Ghent"])
+            q, ans, sup = f"Where was the founder of company {i} born?", city, [f"The founder of company {i} was born in {city}."]
+        else:
+            ans = rng.choice(["yes", "no"])
+            q, sup = f"Could item {i} fit in a shoebox?", [f"Item {i} is {'small' if ans == 'yes' else 'large'}."]
+        items.append({"id": f"t{i:04d}", "task": task, "question": q, "answer": ans, "aliases": [], "supporting": sup,
+                      "messages": [{"role": "user", "content": q}], "needs_clarification": i % 5 == 0,
+                      "bucket": bucket, "tools": ["wiki", "calc"], "max_turns": 4})
+    return items

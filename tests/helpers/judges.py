@@ -11,7 +11,6 @@ import hashlib
 import json
 import random
 import re
-import threading
 
 from rc1.envs.answers import extract_final_answer
 

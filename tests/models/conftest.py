@@ -1,15 +1,8 @@
-"""Fixtures for rc1.models tests: the tiny random Qwen3 model (built once into the model cache)."""
+"""Fixtures for rc1.models tests: TrainConfigs on random:qwen3-tiny (its model directory is tests/conftest.py's `tiny_dir`)."""
 
 from __future__ import annotations
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def tiny_dir():
-    from rc1.models.loader import resolve_base
-
-    return resolve_base("random:qwen3-tiny")
 
 
 def _tiny_config(**over):

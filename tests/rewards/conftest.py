@@ -7,7 +7,8 @@ import json
 import pytest
 
 from rc1.config.schema import ProviderSection, ScorerSection
-from tests.helpers.fault_server import USAGE, FaultServer, _completion  # noqa: F401
+from tests.helpers.items import mixed_task_items
+from tests.helpers.fault_server import FaultServer
 
 
 @pytest.fixture
@@ -34,30 +35,6 @@ def scorer_for(fault_server):
 
 
 # ----------------------------------------------------------------------------- shadow-set fixtures
-def make_items(n: int, seed: int = 0) -> list[dict]:
-    """Pool-format items over the three tasks and buckets (test data, built here)."""
-    import random
-
-    rng = random.Random(seed)
-    items = []
-    for i in range(n):
-        task = ("gsm8k", "hotpotqa", "strategyqa")[i % 3]
-        bucket = ("easy", "medium", "hard")[(i // 3) % 3]
-        if task == "gsm8k":
-            a, b = rng.randint(2, 50), rng.randint(2, 9)
-            q, ans, sup = f"A box has {a} rows of {b} pens. How many pens?", str(a * b), []
-        elif task == "hotpotqa":
-            city = rng.choice(["Paris", "Lyon", "Turin", "Porto", "Ghent"])
-            q, ans, sup = f"Where was the founder of company {i} born?", city, [f"The founder of company {i} was born in {city}."]
-        else:
-            ans = rng.choice(["yes", "no"])
-            q, sup = f"Could item {i} fit in a shoebox?", [f"Item {i} is {'small' if ans == 'yes' else 'large'}."]
-        items.append({"id": f"t{i:04d}", "task": task, "question": q, "answer": ans, "aliases": [], "supporting": sup,
-                      "messages": [{"role": "user", "content": q}], "needs_clarification": i % 5 == 0,
-                      "bucket": bucket, "tools": ["wiki", "calc"], "max_turns": 4})
-    return items
-
-
 def fake_episodes(items: list[dict], generations: int, seed: int) -> list[dict]:
     """Stand-in for base-model rollouts in unit tests (the real path is covered by a real_model test)."""
     import random
@@ -86,7 +63,7 @@ def shadow_ws(tmp_path, monkeypatch):
     from rc1.runtime.workspace import Workspace
 
     ws = Workspace(tmp_path)
-    items = make_items(60)
+    items = mixed_task_items(60)
     ws.path("data").mkdir(parents=True, exist_ok=True)
     ws.path("data/shadow_eval_245.jsonl").write_text("".join(json.dumps(it) + "\n" for it in items))
     write_weights(ws.path("configs/weights.json"),

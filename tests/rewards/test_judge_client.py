@@ -2,7 +2,6 @@
 
 import json
 import sqlite3
-import time
 
 import pytest
 

@@ -8,11 +8,11 @@ from rc1.runtime.workspace import Workspace
 
 
 def test_shadow_run_generates_with_the_base_model(tmp_path):
-    from tests.rewards.conftest import make_items  # tests/rewards/conftest.py helpers
+    from tests.helpers.items import mixed_task_items
 
     ws = Workspace(tmp_path)
     ws.path("data").mkdir()
-    ws.path("data/shadow_eval_245.jsonl").write_text("".join(json.dumps(it) + "\n" for it in make_items(9)))
+    ws.path("data/shadow_eval_245.jsonl").write_text("".join(json.dumps(it) + "\n" for it in mixed_task_items(9)))
     ws.path("configs").mkdir()
     ws.path("configs/weights.json").write_text(json.dumps({"weights": {
         "correctness": 0.45, "reasoning": 0.12, "grounding": 0.12, "clarity": 0.07, "conciseness": 0.06,

@@ -1,7 +1,7 @@
 import pytest
 
 from rc1.envs.answers import extract_final_answer, strip_think
-from rc1.rewards.verifiers import f1_score, parse_number, verify, verify_episode
+from rc1.envs.verifiers import f1_score, parse_number, verify, verify_episode
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -80,7 +80,7 @@ def test_truncated_episode_never_succeeds():
 # ----------------------------------------------------------------------------- the verifier registry
 def test_the_schema_names_exactly_the_registered_verifiers():
     from rc1.config.schema import TASK_VERIFIERS, VERIFIER_NAMES
-    from rc1.rewards.verifiers import VERIFIERS
+    from rc1.envs.verifiers import VERIFIERS
 
     assert tuple(VERIFIERS) == VERIFIER_NAMES
     assert set(TASK_VERIFIERS.values()) <= set(VERIFIERS)
@@ -115,7 +115,7 @@ def test_f1_gives_partial_credit_without_success():
     ("choice", "Paris", "not an option letter"), ("exact", "the", "empty once normalised"),
 ])
 def test_gold_answers_a_named_verifier_cannot_check_are_named(name, gold, problem):
-    from rc1.rewards.verifiers import gold_problem
+    from rc1.envs.verifiers import gold_problem
 
     assert problem in gold_problem(name, gold)
     assert gold_problem(name, {"numeric": "7", "yes_no": "yes", "choice": "B", "exact": "Paris"}[name]) is None
@@ -127,9 +127,9 @@ def _workspace_verifier(root, body, name="my_verifiers"):
 
 
 def test_python_verifier_loads_from_the_workspace_and_may_return_bool_float_or_verdict(tmp_path):
-    from rc1.rewards.verifiers import resolve_verifier
+    from rc1.envs.verifiers import resolve_verifier
 
-    spec = _workspace_verifier(tmp_path, "from rc1.rewards.verifiers import Verdict\n"
+    spec = _workspace_verifier(tmp_path, "from rc1.envs.verifiers import Verdict\n"
                                          "def check(prediction, gold, aliases):\n"
                                          "    if prediction == 'half':\n        return 0.5\n"
                                          "    if prediction == 'verdict':\n        return Verdict(True, 1.0)\n"
@@ -137,7 +137,7 @@ def test_python_verifier_loads_from_the_workspace_and_may_return_bool_float_or_v
     item = {"id": "q1", "task": "mine", "verifier": spec, "answer": "x"}
     fn = resolve_verifier(spec, root=tmp_path)
     assert fn("x", "x", ()) is True
-    from rc1.rewards.verifiers import use_workspace
+    from rc1.envs.verifiers import use_workspace
 
     use_workspace(tmp_path)
     try:
@@ -152,7 +152,7 @@ def test_python_verifier_loads_from_the_workspace_and_may_return_bool_float_or_v
 
 
 def test_python_verifier_is_never_taken_from_elsewhere_on_sys_path(tmp_path, monkeypatch):
-    from rc1.rewards.verifiers import UnknownVerifier, resolve_verifier
+    from rc1.envs.verifiers import UnknownVerifier, resolve_verifier
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -163,9 +163,9 @@ def test_python_verifier_is_never_taken_from_elsewhere_on_sys_path(tmp_path, mon
     with pytest.raises(UnknownVerifier, match="no stray_verifiers.py in the workspace"):
         resolve_verifier("python:stray_verifiers:check", root=ws)
     # an installed package is fine (rc1 itself is one)
-    assert resolve_verifier("python:rc1.rewards.verifiers:verify_exact", root=ws)("Nile", "nile", ()).success
+    assert resolve_verifier("python:rc1.envs.verifiers:verify_exact", root=ws)("Nile", "nile", ()).success
     with pytest.raises(UnknownVerifier, match="has no function 'nope'"):
-        resolve_verifier("python:rc1.rewards.verifiers:nope", root=ws)
+        resolve_verifier("python:rc1.envs.verifiers:nope", root=ws)
     spec = _workspace_verifier(ws, "raise RuntimeError('broken at import')\n", name="broken")
     with pytest.raises(UnknownVerifier, match="importing broken.py failed: RuntimeError: broken at import"):
         resolve_verifier(spec, root=ws)
@@ -178,7 +178,7 @@ def test_python_verifier_is_never_taken_from_elsewhere_on_sys_path(tmp_path, mon
     ("def check(p, g, a):\n    return None\n", "returned NoneType"),
 ])
 def test_a_failing_verifier_is_reported_with_the_item_id(tmp_path, body, why):
-    from rc1.rewards.verifiers import VerifierError, use_workspace
+    from rc1.envs.verifiers import VerifierError, use_workspace
 
     spec = _workspace_verifier(tmp_path, body, name=f"bad_{abs(hash(body)) % 10**8}")
     use_workspace(tmp_path)
@@ -200,12 +200,12 @@ def test_an_item_without_a_verifier_is_a_config_error():
 
 
 def test_verifier_code_changes_with_a_workspace_module(tmp_path):
-    from rc1.rewards.verifiers import verifier_code
+    from rc1.envs.verifiers import verifier_code
 
     spec = _workspace_verifier(tmp_path, "def check(p, g, a):\n    return True\n", name="versioned")
     before = verifier_code(spec, root=tmp_path)
     (tmp_path / "versioned.py").write_text("def check(p, g, a):\n    return False\n")
     assert verifier_code(spec, root=tmp_path) != before and before.startswith(f"{spec} sha256:")
     assert verifier_code("numeric") == "numeric"
-    assert verifier_code("python:rc1.rewards.verifiers:verify_exact", root=tmp_path).endswith(
+    assert verifier_code("python:rc1.envs.verifiers:verify_exact", root=tmp_path).endswith(
         f"rc1=={__import__('importlib.metadata').metadata.version('rc1')}")

@@ -1,7 +1,6 @@
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from rc1.config.schema import GatesConfig, RewardSection
 from rc1.gates.base import GateContext

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-# re-exported for the tests that import them from here (new tests import tests.helpers directly)
-from tests.helpers.items import arithmetic_items  # noqa: F401
-from tests.helpers.workspace import WEIGHTS, build_tiny_model_dir, make_workspace  # noqa: F401
+from tests.helpers.workspace import build_tiny_model_dir
 
 
 @pytest.fixture(scope="session")

@@ -185,7 +185,7 @@ class FailsOnCall:
         self.inner, self.n, self.calls = inner, n, 0
 
     def score(self, item, episode):
-        from rc1.rewards.verifiers import VerifierError
+        from rc1.envs.verifiers import VerifierError
 
         self.calls += 1
         if self.calls == self.n:
@@ -195,7 +195,7 @@ class FailsOnCall:
 
 def test_a_failing_verifier_stops_the_run_cleanly_naming_the_item(tmp_path, tiny_model_dir):
     from rc1.rewards.reward import RewardModel
-    from rc1.rewards.verifiers import VerifierError
+    from rc1.envs.verifiers import VerifierError
     from rc1.runtime.checkpoint import read_latest, verify_checkpoint
 
     ws = Workspace(tmp_path)

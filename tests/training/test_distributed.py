@@ -15,7 +15,7 @@ from rc1.cli.main import app
 from rc1.config.load import load_train_config
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.workspace import Workspace
-from rc1.training import distributed as D
+from rc1.runtime import distributed as D
 from rc1.training import launcher
 from rc1.training.sampler import PrioritySampler
 from tests.helpers.workspace import arithmetic_items, make_workspace

@@ -31,10 +31,8 @@ LENGTHS = [6, 4, 2, 5]                 # completion tokens per sequence: unequal
 
 
 @pytest.fixture(scope="module")
-def tiny_path():
-    from rc1.models.loader import resolve_base
-
-    return str(resolve_base("random:qwen3-tiny"))
+def tiny_path(tiny_dir):
+    return str(tiny_dir)
 
 
 def load(path):

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 
-import pytest
 from typer.testing import CliRunner
 
 from rc1.callbacks.logging import REQUIRED_KEYS

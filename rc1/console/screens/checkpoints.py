@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Static
 
+from rc1.console.screens.base import WorkspaceScreen
 from rc1.console.view import WorkspaceView
-from rc1.console.widgets.activity import ActivityBar
 
 
 def human_size(n: int | None) -> str:
@@ -26,25 +25,15 @@ def _mark(flag: bool, yes: str = "✔", style: str = "green") -> Text:
     return Text(yes, style=style) if flag else Text("·", style="dim")
 
 
-class CheckpointsScreen(Screen):
-    def compose(self) -> ComposeResult:
-        yield Header()
+class CheckpointsScreen(WorkspaceScreen):
+    SUBTITLE = "checkpoints"
+
+    def body(self) -> ComposeResult:
         yield Static(id="ckpt-note")
         yield DataTable(id="ckpt-table", cursor_type="row", zebra_stripes=True)
-        yield ActivityBar(id="activity")
-        yield Footer(compact=True)
 
-    ready = False  # set once mounted with its children; the App updates only ready screens
-
-    def on_mount(self) -> None:
-        self.ready = True
-        self.sub_title = "checkpoints"
-        table = self.query_one(DataTable)
-        table.add_columns("run", "step", "size", "verified", "latest", "best", "path")
-        self.show_view(self.app.view)
-
-    def on_screen_resume(self) -> None:
-        self.show_view(self.app.view)
+    def prepare(self) -> None:
+        self.query_one(DataTable).add_columns("run", "step", "size", "verified", "latest", "best", "path")
 
     def show_view(self, view: WorkspaceView | None) -> None:
         if view is None:

@@ -6,11 +6,10 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Static
 
+from rc1.console.screens.base import WorkspaceScreen
 from rc1.console.view import WorkspaceView
-from rc1.console.widgets.activity import ActivityBar
 from rc1.console.widgets.gate_checks import all_gates, blockers, fmt_value
 from rc1.console.widgets.state_diagram import StateDiagram
 
@@ -62,9 +61,10 @@ def audit_table(entries: list[dict]) -> Table | Text:
     return t
 
 
-class OverviewScreen(Screen):
-    def compose(self) -> ComposeResult:
-        yield Header()
+class OverviewScreen(WorkspaceScreen):
+    BORDER_TITLES = {"#blockers": "blocks the next transition", "#ops": "operations", "#audit": "audit (latest first)"}
+
+    def body(self) -> ComposeResult:
         yield StateDiagram(id="diagram")
         with Horizontal(id="overview-body"):
             with VerticalScroll(id="gates") as gates:
@@ -74,20 +74,6 @@ class OverviewScreen(Screen):
                 yield Static(id="blockers")
                 yield Static(id="ops")
                 yield Static(id="audit")
-        yield ActivityBar(id="activity")
-        yield Footer(compact=True)
-
-    ready = False  # set once mounted with its children; the App updates only ready screens
-
-    def on_mount(self) -> None:
-        self.ready = True
-        self.query_one("#blockers").border_title = "blocks the next transition"
-        self.query_one("#ops").border_title = "operations"
-        self.query_one("#audit").border_title = "audit (latest first)"
-        self.show_view(self.app.view)
-
-    def on_screen_resume(self) -> None:
-        self.show_view(self.app.view)
 
     def show_view(self, view: WorkspaceView | None) -> None:
         if view is None:

@@ -6,12 +6,11 @@ from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, Header, Markdown, Static, TabbedContent, TabPane
+from textual.widgets import Markdown, Static, TabbedContent, TabPane
 
 from rc1.console.backend import REPORTS
+from rc1.console.screens.base import WorkspaceScreen
 from rc1.console.view import LoadedReport, WorkspaceView
-from rc1.console.widgets.activity import ActivityBar
 from rc1.console.widgets.json_report import render_doc
 
 
@@ -33,13 +32,14 @@ def report_body(rep: LoadedReport):
     return Group(*render_doc(rep.doc))
 
 
-class ReportsScreen(Screen):
+class ReportsScreen(WorkspaceScreen):
+    SUBTITLE = "reports"
+
     def __init__(self) -> None:
         super().__init__()
         self._shown: dict[str, tuple] = {}
 
-    def compose(self) -> ComposeResult:
-        yield Header()
+    def body(self) -> ComposeResult:
         with TabbedContent(id="report-tabs"):
             for title, _ in REPORTS:
                 with TabPane(title, id=tab_id(title)):
@@ -49,18 +49,6 @@ class ReportsScreen(Screen):
                             yield Markdown(classes="report-md")
                         else:
                             yield Static(classes="report-body")
-        yield ActivityBar(id="activity")
-        yield Footer(compact=True)
-
-    ready = False  # set once mounted with its children; the App updates only ready screens
-
-    def on_mount(self) -> None:
-        self.ready = True
-        self.sub_title = "reports"
-        self.show_view(self.app.view)
-
-    def on_screen_resume(self) -> None:
-        self.show_view(self.app.view)
 
     def show_view(self, view: WorkspaceView | None) -> None:
         if view is None:

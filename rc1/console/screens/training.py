@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal
-from textual.screen import Screen
-from textual.widgets import Footer, Header, Log, Static
+from textual.widgets import Log, Static
 
 from rc1.console.messages import TrainerUpdated
-from rc1.console.metrics_feed import PLOTS, MetricsSnapshot, eta_seconds, format_duration
-from rc1.console.widgets.activity import ActivityBar
+from rc1.console.metrics_feed import (
+    PLOTS,
+    MetricsSnapshot,
+    eta_seconds,
+    format_duration,
+)
+from rc1.console.screens.base import WorkspaceScreen
 from rc1.console.widgets.plot import PlotPanel
 
 
@@ -108,9 +111,11 @@ def judge_text(last: dict) -> Text | None:
     return out
 
 
-class TrainingScreen(Screen):
-    def compose(self) -> ComposeResult:
-        yield Header()
+class TrainingScreen(WorkspaceScreen):
+    SUBTITLE = "training"
+    BORDER_TITLES = {"#train-log": "logs/train.log", "#metrics-info": "reports/metrics.jsonl"}
+
+    def body(self) -> ComposeResult:
         yield Static(id="trainer-status")
         with Grid(id="plots"):
             for title, _ in PLOTS:
@@ -118,20 +123,8 @@ class TrainingScreen(Screen):
         with Horizontal(id="training-bottom"):
             yield Log(id="train-log", max_lines=2000)
             yield Static(id="metrics-info")
-        yield ActivityBar(id="activity")
-        yield Footer(compact=True)
 
-    ready = False  # set once mounted with its children; the App updates only ready screens
-
-    def on_mount(self) -> None:
-        self.ready = True
-        self.sub_title = "training"
-        self.query_one("#train-log").border_title = "logs/train.log"
-        self.query_one("#metrics-info").border_title = "reports/metrics.jsonl"
-        self.app.set_plots_visible(True)
-        self.refresh_all()
-
-    def on_screen_resume(self) -> None:
+    def refresh_view(self) -> None:
         self.app.set_plots_visible(True)
         self.refresh_all()
 

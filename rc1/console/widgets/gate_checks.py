@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from rc1.machine.table import STATES, TRANSITIONS, forward_from
+from rc1.state.table import STATES, TRANSITIONS, forward_from
 
 
 def fmt_value(v) -> str:

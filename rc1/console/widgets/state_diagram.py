@@ -1,4 +1,4 @@
-"""The gated state machine as a one-line diagram (from rc1.machine.table), current state highlighted.
+"""The gated state machine as a one-line diagram (from rc1.state.table), current state highlighted.
 
 Under each transition, its gate's last result: ✔ passed, ! passed with not-measurable checks the
 profile only warns about (laptop), ✘ refused, · not run."""
@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from rc1.console.widgets.gate_checks import warnings
-from rc1.machine.table import STATES, TRANSITIONS
+from rc1.state.table import STATES, TRANSITIONS
 
 
 def gate_mark(report: dict | None) -> tuple[str, str]:

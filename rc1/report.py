@@ -1,5 +1,8 @@
 """The RC1 report: `reports/rc1/rc1_report.md` with PNG plots and a reproducibility manifest.
 
+It sits beside rc1.pipeline, above eval, gates and machine: it runs the RC1 gate on the eval report
+and lists every gate's last result, so it cannot live inside rc1.eval (which the gates import).
+
 Every number in the markdown is read from a JSON report (the newest verified ppo_eval report,
 reports/metrics.jsonl, reports/scale/*.json, the pipeline timings) and formatted here, never
 retyped. Plots (matplotlib, Agg backend) go beside the markdown in reports/rc1/plots/:
@@ -22,12 +25,16 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rc1.config.schema import BUCKETS, REWARD_DIMENSIONS
 from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import read_sidecar, register_artifact, sha256_file, sha256_tree
+from rc1.runtime.fmt import fmt_num, fmt_pct, fmt_pp, fmt_pp_ci, fmt_rate_ci, measured
+from rc1.runtime.layout import DIFFICULTY_REPORT, SHADOW_MANIFEST
+from rc1.runtime.layout import PIPELINE_TIMINGS as TIMINGS
+from rc1.runtime.layout import RC1_REPORT as REPORT_MD
 from rc1.runtime.workspace import Workspace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,38 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("rc1.eval")
 
-REPORT_MD = "reports/rc1/rc1_report.md"
 PLOTS_DIR = "reports/rc1/plots"
 SCALE_DIR = "reports/scale"
-TIMINGS = "reports/rc1/pipeline_timings.json"
-
-
-# ----------------------------------------------------------------------------- formatting (one place)
-def fmt_pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def fmt_rate_ci(part: dict | None) -> str:
-    if not part or part.get("rate") is None:
-        return "n/a"
-    lo, hi = part["ci95"]
-    return f"{fmt_pct(part['rate'])} [{fmt_pct(lo)}, {fmt_pct(hi)}]"
-
-
-def fmt_pp(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:+.1f} pp"
-
-
-def fmt_pp_ci(ci: list | None) -> str:
-    return "n/a" if not ci else f"[{ci[0]:+.1f}, {ci[1]:+.1f}]"
-
-
-def fmt_num(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return str(x)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -207,8 +184,8 @@ def manifest_rows(ws: Workspace, cfg: "TrainConfig", config_path: str | None, ev
     seen: set[str] = set()
     for kind, rel in (("data: shadow eval set", cfg.data.shadow_path), ("data: eval_min", cfg.data.eval_path),
                       ("data: train_min", cfg.data.train_path), ("data: seed pool (balanced)", cfg.seed_pool),
-                      ("data: seed pool (raw)", cfg.pool.out), ("data: sample manifest", "reports/rc1/sample_manifest.json"),
-                      ("report: difficulty", "reports/rc1/difficulty_report.json"),
+                      ("data: seed pool (raw)", cfg.pool.out), ("data: sample manifest", SHADOW_MANIFEST),
+                      ("report: difficulty", DIFFICULTY_REPORT),
                       ("weights", cfg.reward.weights), ("config: run", config_path), ("config: gates", cfg.gates)):
         if rel and rel not in seen and ws.path(rel).exists():
             seen.add(rel)
@@ -399,22 +376,19 @@ def _split_table(held: dict) -> list[str]:
     return lines
 
 
-def status_text(res, c) -> str:
-    """A check's status as the report states it: a not-measurable check says whether it blocked."""
-    from rc1.gates.base import NOT_APPLICABLE, NOT_MEASURABLE
+# A check's status as the report states it: a not-measurable check says whether it blocked.
+STATUS_TEXT = {"pass": "pass", "fail": "FAIL", "blocked": "NOT MEASURABLE (blocks)",
+               "warned": "not measurable (warning only: this profile lets it through)", "not_applicable": "not applicable"}
 
-    if c.status == NOT_MEASURABLE:
-        return "NOT MEASURABLE (blocks)" if res.blocks(c) else "not measurable (warning only: this profile lets it through)"
-    if c.status == NOT_APPLICABLE:
-        return "not applicable"
-    return "pass" if c.passed else "FAIL"
+
+def status_text(res, c) -> str:
+    return STATUS_TEXT[res.outcome(c)]
 
 
 def _checks_table(res) -> list[str]:
     lines = ["| check | measured | threshold | result | detail |", "|---|---|---|---|---|"]
     for c in res.checks:
-        m = f"{c.measured:.4g}" if isinstance(c.measured, float) else str(c.measured)
-        lines.append(f"| {c.name} | {m} | {c.threshold} | {status_text(res, c)} | {c.detail.replace('|', '/')} |")
+        lines.append(f"| {c.name} | {measured(c.measured)} | {c.threshold} | {status_text(res, c)} | {c.detail.replace('|', '/')} |")
     return lines
 
 
@@ -552,7 +526,7 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
             plots[name] = out.relative_to(ws.path(REPORT_MD).parent).as_posix()
 
     held_set = rep["sets"][held_name]
-    lines = [f"# RC1 report", "",
+    lines = ["# RC1 report", "",
              f"Generated {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime())} from `{ws.rel(eval_path)}` "
              f"(sha256 `{sha256_file(eval_path)[:16]}`), profile **{rep.get('profile')}**. "
              "Every number below is read from the JSON reports named here.", ""]

@@ -17,8 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rc1.gates.base import GateResult
-from rc1.machine.table import STATES
+from rc1.state.table import STATES
 from rc1.runtime.atomic import append_line, atomic_write_json, atomic_write_text, canonical_json
 from rc1.runtime.errors import ConfigError, TamperError
 from rc1.runtime.fingerprint import Evidence, sha256_file
@@ -100,8 +99,10 @@ def ticket_path(ws: Workspace, state: str) -> Path:
     return ws.preflight_dir / f"{state}.json"
 
 
-def write_ticket(ws: Workspace, state: str, gate: str, results: list[GateResult], *,
+def write_ticket(ws: Workspace, state: str, gate: str, results: list, *,
                  config_path: str | None, config_hash: str | None, profile: str | None) -> tuple[Path, str]:
+    """Sign and write the pass ticket of `state`. `results` are the passing gate's GateResults (their
+    evidence and checks are recorded; typed loosely so this store sits below rc1.gates)."""
     evidence: dict[str, str] = {}
     for r in results:
         for e in r.evidence:

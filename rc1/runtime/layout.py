@@ -1,0 +1,33 @@
+"""Where rc1's artifacts live in a workspace: each default path named once, workspace-relative.
+
+Configs may point elsewhere (`pool.out`, `data.shadow_path`, ...); these are the defaults the schema,
+the data pipeline, the gates, the machine and the report agree on."""
+
+from __future__ import annotations
+
+# data/: the seed pool, its difficulty metrics and balanced pool, the previous (v1) pool, the eval sets
+POOL = "data/rollouts/rc1_seed.jsonl"
+POOL_METRICS = "data/rollouts/rc1_seed.metrics.jsonl"
+BALANCED_POOL = "data/rollouts/rc1_seed.balanced.jsonl"
+V1_POOL = "data/rollouts/rc1_v1.jsonl"
+SHADOW_SET = "data/shadow_eval_245.jsonl"
+TRAIN_MIN = "data/train_min.jsonl"
+EVAL_MIN = "data/eval_min.jsonl"
+
+# configs/
+WEIGHTS = "configs/weights.json"
+
+# reports/
+SHADOW_MANIFEST = "reports/rc1/sample_manifest.json"
+DIVERSITY_REPORT = "reports/diversity_report.json"
+DIFFICULTY_REPORT = "reports/rc1/difficulty_report.json"
+JUDGE_STATS = "reports/judge_stats.json"
+LEARNING_SIGNAL_REPORT = "reports/learning_signal.json"
+GATE_REPORTS = "reports/gates"            # one <gate>.json per gate: its last run
+RC1_REPORT = "reports/rc1/rc1_report.md"
+PIPELINE_TIMINGS = "reports/rc1/pipeline_timings.json"
+
+
+def metrics_path_for(pool: str) -> str:
+    """The difficulty-metrics file beside a pool: x.jsonl -> x.metrics.jsonl."""
+    return pool[:-len(".jsonl")] + ".metrics.jsonl" if pool.endswith(".jsonl") else pool + ".metrics.jsonl"

@@ -1,0 +1,1 @@
+"""Training recipes, the launcher and the signals they measure."""

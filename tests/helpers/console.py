@@ -1,0 +1,165 @@
+"""Console test helpers (a plain module; tests/console/conftest.py's fixture uses it).
+
+A mid-pipeline workspace built with the real core (machine, fingerprints, checkpoints, metrics),
+made deterministic (fixed clock, fixed ticket key, fixed git commit) so screen snapshots are stable;
+and a backend that records the console's action calls instead of starting processes."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from rc1.console.backend import ConsoleBackend
+from rc1.gates.base import Check, GateResult
+from rc1.runtime.fingerprint import Evidence
+from rc1.runtime.workspace import Workspace
+
+FIXED_TIME = "2026-11-22T03:00:00Z"
+DIMS = ("correctness", "reasoning", "grounding", "clarity", "conciseness", "format", "clarification")
+
+
+def metrics_line(step: int) -> str:
+    rec = {"time": 1795000000.0 + step, "heartbeat": 1795000000.0 + step, "step": step,
+           "loss": 2.0 * math.exp(-step / 120) + 0.1 * math.sin(step / 7), "kl": 0.02 + 0.01 * math.sin(step / 30),
+           "ratio": 1.0 + 0.05 * math.sin(step / 11), "clip_frac": 0.1 + 0.05 * math.cos(step / 13), "lr": 1e-5 * min(1, step / 50),
+           "reward": 0.2 + 0.5 * (1 - math.exp(-step / 150)), "entropy": 1.5, "completion_len": 120 + step % 17,
+           "mem_used_mb": 900 + step % 50, "sec_per_step": 0.5 + 0.1 * math.sin(step / 5)}
+    for i, d in enumerate(DIMS):
+        rec[f"reward/{d}"] = 0.1 * i + 0.3 * (1 - math.exp(-step / (100 + 20 * i)))
+    return json.dumps(rec)
+
+
+def write_metrics(path: Path, steps: range, *, corrupt: int = 0) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        for s in steps:
+            fh.write(metrics_line(s) + "\n")
+        for _ in range(corrupt):
+            fh.write('{"step": 12, "loss": 0.5, "kl"\n')  # a torn write
+
+
+def _gate_results(gate: str) -> list[GateResult]:
+    ws_ev = [Evidence("data/rollouts/rc1_seed.jsonl", "ab" * 32)]
+    if gate == "round1":
+        return [GateResult("pool", [Check.at_least("distinct-2", 0.71, 0.6), Check.at_most("duplicates", 0.004, 0.02)], ws_ev),
+                GateResult("resources", [Check.greater("free disk GB", 80.0, 50)], [])]
+    return [GateResult("pool", [Check.at_least("distinct-2", 0.71, 0.6)], ws_ev),
+            GateResult("scorer", [Check.less("cache hit rate", 0.97, 0.95), Check.greater("latency s", 0.8, 0)],
+                       [Evidence("reports/judge_stats.json", "cd" * 32)]),
+            GateResult("shadow_run", [Check.unavailable("shadow run pre_run_check", "reports/shadow_run_pre_run_check.json missing")])]
+
+
+def fixed_clock(monkeypatch) -> None:
+    import rc1.machine.machine as machine
+    import rc1.state.store as store
+
+    monkeypatch.setattr(store, "now_iso", lambda: FIXED_TIME)
+    monkeypatch.setattr(store, "git_commit", lambda: "0123456789ab")
+    monkeypatch.setattr(machine, "git_commit", lambda: "0123456789ab")
+
+
+def gate_runner(gate: str) -> list[GateResult]:
+    return _gate_results(gate)
+
+
+def build_workspace(root: Path, monkeypatch, *, metrics_steps: int = 240, corrupt: int = 2) -> Workspace:
+    """round1 passed (ticket, audit), round2 refused (failing checks), reports, metrics, logs, a checkpoint."""
+    from rc1.machine.service import advance, open_machine
+    from rc1.runtime.checkpoint import write_checkpoint
+    from rc1.runtime.fingerprint import register_artifact
+
+    fixed_clock(monkeypatch)
+    ws = Workspace(root)
+    ws.ensure()
+    (root / "configs").mkdir(exist_ok=True)
+    (ws.reports / "state").mkdir(parents=True, exist_ok=True)
+    (ws.reports / "state" / "ticket.key").write_text("11" * 32)
+    pool = ws.path("data/rollouts/rc1_seed.jsonl")
+    pool.parent.mkdir(parents=True, exist_ok=True)
+    pool.write_text('{"id": "a"}\n')
+    register_artifact(ws, pool, "pool")
+    advance(ws, "round1", machine=open_machine(ws, gate_runner=gate_runner))
+    advance(ws, "round2", machine=open_machine(ws, gate_runner=gate_runner))
+
+    def write(rel: str, doc) -> None:
+        p = ws.path(rel)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(doc if isinstance(doc, str) else json.dumps(doc, indent=1))
+
+    write("reports/judge_stats.json", {"cache_hit_rate": 0.97, "rate_429": 0.01, "latency_avg_s": 0.84})
+    write("reports/diversity_report.json", {"n": 3000, "distinct_2": 0.71, "kl3_vs_v1": 0.22, "roles": 5, "styles": 4,
+                                            "task_mix": {"hotpotqa": 0.45, "strategyqa": 0.3, "gsm8k": 0.25},
+                                            "dedup": {"exact": 3, "near": 9, "rate": 0.004}, "passed": True})
+    write("reports/rc1/difficulty_report.json", {
+        "histograms": {"clue_overlap": {"edges": [0, 0.2, 0.4, 0.6, 0.8, 1.0], "counts": [120, 340, 280, 90, 20]},
+                       "turns": {"1": 400, "2": 250, "3": 120, "4": 60}},
+        "per_task": {"hotpotqa": {"easy": 0.25, "medium": 0.4, "hard": 0.35},
+                     "strategyqa": {"easy": 0.28, "medium": 0.38, "hard": 0.34},
+                     "gsm8k": {"easy": 0.3, "medium": 0.36, "hard": 0.34}},
+        "bounds": {"len_max": 3100, "turns_max": 6, "tool_hops_max": 5}})
+    write("reports/calibration_report_20261121.json", {"spearman": 0.62, "kendall": 0.48, "n": 64,
+                                                       "weights": {d: round(1 / 7, 4) for d in DIMS}})
+    write("reports/shadow_run_pre_run_check.json", {"tag": "pre_run_check", "n": 245, "success_rate": 0.41,
+                                                    "overclar_rate": 0.08, "avg_turns": 2.3})
+    write("reports/rc1/rc1_report.md", "# RC1 report\n\nNot final: **eval** has not run yet.\n\n- state: round1\n")
+    write_metrics(ws.metrics_path, range(1, metrics_steps + 1), corrupt=corrupt)
+    with open(ws.metrics_path, "a") as fh:
+        fh.write('{"step": 9999, "loss"')  # a partial last line (trainer mid-write)
+    write("logs/train.log", "".join(f"2026-11-22 03:00:{i:02d} INFO rc1.train: step {i} loss 0.5\n" for i in range(12)))
+    for step in (100, 200):
+        write_checkpoint(ws, "checkpoints/local", step, {"model.safetensors": lambda p, s=step: p.write_bytes(b"w" * (1000 + s))},
+                         {"run": "local", "config_hash": "c0ffee"})
+    return ws
+
+
+@dataclass(frozen=True)
+class FakeTrainerStatus:
+    pid: int | None = 4242
+    alive: bool = True
+    started: str | None = FIXED_TIME
+    step: int | None = 240
+    heartbeat_age_s: float | None = 3.0
+    last_error_report: str | None = None
+
+
+class RecordingBackend(ConsoleBackend):
+    """The real backend for reading; actions are recorded (no processes, no files) except `advance`,
+    which runs the real machine with the fixture's gate runner."""
+
+    def __init__(self, ws: Workspace, config_path: str | None = None, *, trainer: FakeTrainerStatus | None = None):
+        super().__init__(ws, config_path)
+        self.calls: list[tuple] = []
+        self.trainer = trainer if trainer is not None else FakeTrainerStatus()
+
+    def advance(self, target, progress=None, on_gate=None):
+        from rc1.machine.service import advance, open_machine
+
+        self.calls.append(("advance", target))
+        if progress:
+            progress(f"gate for {target}")
+        return advance(self.ws, target, progress=progress, on_gate=on_gate,
+                       machine=open_machine(self.ws, gate_runner=gate_runner))
+
+    def start_trainer(self, resume=None):
+        self.calls.append(("start_trainer", resume))
+        return 4242
+
+    def stop_trainer(self):
+        self.calls.append(("stop_trainer",))
+        return True
+
+    def trainer_status(self):
+        return self.trainer
+
+    def failpack(self):
+        self.calls.append(("failpack",))
+        return self.ws.reports / "FAIL_test.tgz"
+
+    def sync_export(self, round_n=None):
+        self.calls.append(("sync_export", round_n))
+        return self.ws.reports / "sync" / "SYNC_round2.json"
+
+    def max_steps(self):
+        return 2000
