@@ -119,7 +119,7 @@ def split_items(n_eval: int, n_train: int = TRAIN_ITEMS, seed: int = SEED) -> tu
 
 def correctness(item: dict, episode) -> float:
     """The reward of both trainers: 1 when the verifier accepts the episode's answer, else 0."""
-    from rc1.rewards.verifiers import verify_episode
+    from rc1.envs.verifiers import verify_episode
 
     return float(verify_episode(item, episode).success)
 

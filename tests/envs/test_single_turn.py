@@ -30,7 +30,7 @@ def test_single_turn_prompt_is_the_items_messages(tiny_tokenizer, item):
 
 
 def test_single_turn_answer_is_the_visible_text_and_never_an_action(tiny_tokenizer):
-    from rc1.rewards.verifiers import verify_episode
+    from rc1.envs.verifiers import verify_episode
 
     fmt = ChatFormat(tiny_tokenizer)
     eos = tiny_tokenizer.eos_token_id
