@@ -17,10 +17,13 @@ The machine is the one the run would use (`run.device_pref`), or `ctx.extras["ma
 
 from __future__ import annotations
 
+import logging
 import shutil
 from dataclasses import dataclass
 
 from rc1.gates.base import Check, GateContext, GateResult
+
+log = logging.getLogger("rc1.gates.resources")
 
 MEMORY_CHECK = "step memory (GB)"
 
@@ -77,6 +80,23 @@ def _support_check(cfg, machine: Machine) -> Check:
                  "; ".join(problems) if problems else f"finetune.method {cfg.finetune.method} runs on {machine.device}")
 
 
+def _multi_turn_mode(cfg) -> str:
+    """strategy.multi_turn as training will resolve it: `auto` reads the chat template (split_turns where it
+    rewrites history, as Qwen3's does; concat otherwise), and stays the worst case (split_turns) when the
+    tokenizer cannot be loaded offline."""
+    if cfg.strategy.multi_turn != "auto":
+        return cfg.strategy.multi_turn
+    from rc1.envs.env import ChatFormat, resolve_multi_turn
+    from rc1.models.loader import load_tokenizer
+
+    try:
+        return resolve_multi_turn("auto", ChatFormat(load_tokenizer(cfg.model.base, cfg.model.revision)))
+    except Exception as exc:  # noqa: BLE001 - any failure to read the template means: assume the worst case
+        log.info("resources: chat template of %s not readable offline (%s): memory judged for split_turns",
+                 cfg.model.base, exc)
+        return "split_turns"
+
+
 def _memory_check(cfg, machine: Machine, fraction: float) -> Check:
     from rc1.models.loader import qlora_error
     from rc1.models.memory import (
@@ -95,7 +115,8 @@ def _memory_check(cfg, machine: Machine, fraction: float) -> Check:
         return Check.not_measurable(MEMORY_CHECK, threshold,
                                     f"the shape of model.base {cfg.model.base!r} is not known offline (no local "
                                     "config.json, not in the HF cache, not in rc1.models.shapes' table)")
-    plan = plan_from_config(cfg, device=machine.device, precision=machine.precision)
+    mode = _multi_turn_mode(cfg)
+    plan = plan_from_config(cfg, device=machine.device, precision=machine.precision, multi_turn=mode)
     est = estimate(shape, plan)
     peak = round(est.peak_gb, 1)
     detail = (f"{shape.name} ({shape.params / 1e9:.2f}B params), {plan.describe()}; peak in the {est.peak_phase}: "
@@ -104,7 +125,7 @@ def _memory_check(cfg, machine: Machine, fraction: float) -> Check:
         return Check(MEMORY_CHECK, peak, threshold, True, detail)
     methods = ("lora", "qlora") if qlora_error(machine.device) is None else ("lora",)
     knobs = knobs_that_fit(cfg, shape, device=machine.device, precision=machine.precision, budget_bytes=budget,
-                           methods=methods)
+                           methods=methods, multi_turn=mode)
     fix = ("fits with: " + "; ".join(str(k) for k in knobs)) if knobs else "no change of method, generations, " \
         "completion length, turns or checkpointing makes it fit this machine"
     return Check(MEMORY_CHECK, peak, threshold, False,

@@ -226,17 +226,18 @@ def episode_turns(cfg: "TrainConfig") -> int:
     return int(cfg.strategy.max_turns or cfg.pool.max_turns)
 
 
-def plan_from_config(cfg: "TrainConfig", *, device: str, precision: str) -> MemoryPlan:
+def plan_from_config(cfg: "TrainConfig", *, device: str, precision: str, multi_turn: str | None = None) -> MemoryPlan:
     """The worst micro-step `cfg` allows: every row as long as data.max_length, every episode as many turns
     as it may take. Episodes of prompts_per_step x num_generations rows are one training batch:
     - strategy.multi_turn concat: one row per episode, its turns' completions generated (model.max_new_tokens
       per turn, at most max_length - 1);
-    - split_turns, and auto (which resolves to split_turns for Qwen3's template, and is never smaller): one
-      row per model turn, max_new_tokens generated in each."""
+    - split_turns: one row per model turn, max_new_tokens generated in each.
+    `multi_turn`: the mode `auto` resolves to for the model's chat template (the caller reads the template:
+    this module stays arithmetic); unresolved `auto` is judged as split_turns, the larger of the two."""
     s, m = cfg.strategy, cfg.model
     episodes = s.prompts_per_step * s.num_generations
     turns = episode_turns(cfg)
-    if s.multi_turn == "concat":
+    if (multi_turn or s.multi_turn) == "concat":
         per_episode, action = 1, min(m.max_new_tokens * turns, cfg.data.max_length - 1)
     else:
         per_episode, action = turns, min(m.max_new_tokens, cfg.data.max_length - 1)
@@ -262,13 +263,13 @@ class Knob:
 
 
 def knobs_that_fit(cfg: "TrainConfig", shape: ModelShape, *, device: str, precision: str, budget_bytes: float,
-                   methods: tuple[str, ...] = ("lora", "qlora")) -> list[Knob]:
+                   methods: tuple[str, ...] = ("lora", "qlora"), multi_turn: str | None = None) -> list[Knob]:
     """Config changes that bring the estimate within `budget_bytes`, most preferred first: LoRA/QLoRA
     instead of full, fewer generations, shorter completions, gradient checkpointing; for each knob
     the mildest setting that fits on its own. When no single knob fits: one combination, taking each
     knob in that order as far as needed (empty when even that does not fit)."""
     def peak(c) -> float:
-        return estimate(shape, plan_from_config(c, device=device, precision=precision)).peak_bytes
+        return estimate(shape, plan_from_config(c, device=device, precision=precision, multi_turn=multi_turn)).peak_bytes
 
     order = ("full", "lora", "qlora")
     cheaper = [x for x in order if x in methods and order.index(x) > order.index(cfg.finetune.method)]

@@ -28,7 +28,10 @@ def test_a_step_of_the_engine_is_measured_phase_by_phase(tiny_dir, strategy):
     r = measure_point(point, str(tiny_dir), {**SETTINGS, "strategy": strategy}, ["cpu"])
     phases = r["phase_peaks_gb"]
     assert set(phases) == {"plan (reference forward)", "forward + backward", "optimizer step"}
-    assert r["peak_gb"] == pytest.approx(max(phases.values()), abs=1e-3) and r["peak_gb"] >= r["rss_before_step_gb"] > 0
+    assert r["peak_gb"] == pytest.approx(max(phases.values()), abs=1e-3)
+    # each phase's peak counts from the RSS at its start; the allocator may hand a few pages back between the
+    # reading before the step and the first phase (it did: 0.7604 vs 0.7607 GB), never a large share
+    assert r["peak_gb"] >= 0.97 * r["rss_before_step_gb"] > 0
     assert r["adam_state_gb"] > 0 and r["precision"] == "fp32" and r["device"] == "cpu"
     assert r["label"] == "lora L=2 4x48 (16 gen) gc=on"
 

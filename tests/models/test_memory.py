@@ -110,10 +110,14 @@ def test_plan_from_config_takes_the_worst_step_the_config_allows():
     concat = lambda t: plan_from_config(_cfg(strategy={"max_turns": t, "multi_turn": "concat"}),
                                         device="cpu", precision="fp32")
     assert (concat(3).sequences, concat(3).action_tokens) == (8, 768) and concat(6).action_tokens == 1023
-    # ... split turns (and auto, which is split_turns for Qwen3) multiply the rows of the batch
+    # ... split turns (and unresolved auto, judged as split_turns) multiply the rows of the batch
     for mode in ("split_turns", "auto"):
         split = plan_from_config(_cfg(strategy={"max_turns": 3, "multi_turn": mode}), device="cpu", precision="fp32")
         assert (split.sequences, split.action_tokens, split.gen_rows) == (24, 256, 8)
+    # auto as the chat template resolves it: concat for a template that keeps history (SmolLM2's)
+    resolved = plan_from_config(_cfg(strategy={"max_turns": 3, "multi_turn": "auto"}), device="cpu",
+                                precision="fp32", multi_turn="concat")
+    assert (resolved.sequences, resolved.action_tokens) == (8, 768)
     # with no turn limit of its own, an episode may take the pool's max_turns
     assert plan_from_config(_cfg(strategy={"max_turns": None}, pool={"max_turns": 5}), device="cpu",
                             precision="fp32").sequences == 40

@@ -158,3 +158,24 @@ def test_qlora_on_a_mac_is_refused_at_preflight_naming_lora(tmp_path, monkeypatc
     full = _check(evaluate(_ctx(tmp_path, _cfg("full", run={"device_pref": ["mps", "cpu"]}, **small), machine=None)))
     knobs = full.detail.split("fits with: ")[1].split(". ")[0]
     assert full.status == FAIL and knobs.startswith("finetune.method: lora ->") and "qlora" not in knobs
+
+
+def test_auto_multi_turn_is_judged_as_the_chat_template_resolves_it(monkeypatch):
+    """`auto` rows: concat where the template keeps history, split_turns where it rewrites it (Qwen3), and
+    split_turns (the worst case) when the tokenizer cannot be read offline."""
+    from rc1.config.schema import TrainConfig
+    from rc1.envs import env
+    from rc1.gates import resources
+    from rc1.models import loader
+
+    cfg = TrainConfig.model_validate({"strategy": {"multi_turn": "auto"}})
+    monkeypatch.setattr(loader, "load_tokenizer", lambda base, revision=None: object())
+    for rewrites, mode in ((False, "concat"), (True, "split_turns")):
+        monkeypatch.setattr(env, "ChatFormat", lambda tok, r=rewrites: type("F", (), {"rewrites_history": r})())
+        assert resources._multi_turn_mode(cfg) == mode
+
+    def offline(base, revision=None):
+        raise OSError("not in the cache")
+    monkeypatch.setattr(loader, "load_tokenizer", offline)
+    assert resources._multi_turn_mode(cfg) == "split_turns"
+    assert resources._multi_turn_mode(TrainConfig.model_validate({"strategy": {"multi_turn": "concat"}})) == "concat"
