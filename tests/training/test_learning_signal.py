@@ -36,7 +36,7 @@ def test_two_new_tokens_are_refused_before_training_naming_the_learning_signal(t
 
 def _write(ws, cfg, **numbers):
     ident, settings = signal_identity(ws, cfg)
-    doc = {"identity": ident, "settings": settings, "prompts": 16, "group_size": 4, "episodes": 64,
+    doc = {"identity": ident, "settings": settings, "prompts": 32, "group_size": 4, "episodes": 128,
            "pass_rate": 0.2, "pass_at_k": 0.5, "truncation_rate": 0.1, "zero_variance_group_frac": 0.1,
            "no_success_signal_group_frac": 0.5, **numbers}
     ws.path(REPORT).parent.mkdir(parents=True, exist_ok=True)
