@@ -458,7 +458,9 @@ def plot(doc: dict, path: Path) -> Path:
     ax.axvline(TARGET_RATIO * doc["budget_s"], color="grey", linestyle="--", linewidth=0.8)
     ax.set_xlabel("training time, s (evaluation paused)")
     ax.set_ylabel(f"greedy accuracy on {doc['eval_items']} held-out items, %")
-    ax.set_title(f"ratio {doc.get('time_to_trl_accuracy_ratio')} (target <= {TARGET_RATIO})", fontsize=10)
+    ratio = doc.get("time_to_trl_accuracy_ratio")
+    ratio_text = "none (rc1 never reached TRL's final accuracy)" if ratio is None else f"{ratio:.3f}"
+    ax.set_title(f"time-to-TRL-accuracy ratio {ratio_text} (target <= {TARGET_RATIO})", fontsize=10)
     ax.legend(fontsize=8)
     ax2.set_xlabel("training time, s")
     ax2.set_ylabel("optimizer steps")
