@@ -4,7 +4,9 @@ The dev split is data.eval_path (eval_min): `eval_items` items (default 16) stra
 bucket, the same items at every eval so the curve compares like with like. It is what chooses the
 model during training (early stop reads its eval/<metric>); the held-out shadow set is never read
 for that (rc1.eval.splits refuses a dev file that is or overlaps the held-out set). Results go into
-the step's metrics (eval/success, eval/reward, ...) and reports/eval_dev.jsonl.
+the step's metrics (eval/success, eval/reward, ...) and reports/eval_dev.jsonl. With a live judge the
+episodes are graded in one concurrent batch; a judge fault there keeps the trained step: the run
+checkpoints, stops with the fault's reason (end record) and raises it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import logging
 
 from rc1.callbacks.base import BaseCallback
+from rc1.rewards.live import JudgeFault
 from rc1.runtime.atomic import append_line
 
 log = logging.getLogger("rc1.train")
@@ -43,7 +46,16 @@ class EvalDevCallback(BaseCallback):
     def on_step_end(self, recipe, record: dict) -> None:
         if not self.items or not recipe.crossed(recipe.cfg.run.eval_steps):
             return
-        metrics = recipe.evaluate(self.items, seed=EVAL_SEED, max_new_tokens=recipe.cfg.eval.max_new_tokens)
+        try:
+            metrics = recipe.evaluate(self.items, seed=EVAL_SEED, max_new_tokens=recipe.cfg.eval.max_new_tokens)
+        except JudgeFault as exc:  # the step trained; its dev eval has no grade: keep the step, checkpoint, stop
+            if recipe.dist.distributed:  # one rank's fault: the other ranks wait in the eval's gather
+                raise
+            record["eval/error"] = exc.reason
+            recipe.stop_after_fault(exc, f"training stopped ({exc.reason}) after step {recipe.step} with its "
+                                         "checkpoint; its dev eval was not taken, and `rc1 resume` continues "
+                                         "with the next step")
+            return
         record.update(metrics)
         if recipe.dist.is_main:  # every rank evaluates its share; rank 0 writes
             append_line(recipe.ws.reports / LOG_FILE,

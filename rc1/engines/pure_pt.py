@@ -489,7 +489,7 @@ class PurePTEngine:
         if self.reward_model is None:
             raise RuntimeError("eval_step needs a reward model")
         episodes = self.rollout(items, 1, seed=int(seed), greedy=True, max_new_tokens=max_new_tokens)
-        scores = [self.reward_model.score(it, ep) for it, ep in zip(items, episodes)]
+        scores = self.reward_model.score_many(items, episodes)  # a live judge grades them concurrently
         n = max(1, len(scores))
         return {"eval/success": sum(s.success for s in scores) / n, "eval/reward": sum(s.total for s in scores) / n,
                 "eval/truncated": sum(bool(ep.truncated) for ep in episodes) / n, "eval/n": len(scores)}

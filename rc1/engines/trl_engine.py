@@ -192,7 +192,7 @@ class TRLEngine:
             episodes = generate_episodes(model, self.tokenizer, items, greedy=True, max_turns=1,
                                          max_new_tokens=max_new_tokens or self.cfg.model.max_new_tokens,
                                          batch_size=max(1, len(items)))
-        scores = [self.reward_model.score(it, ep) for it, ep in zip(items, episodes)]
+        scores = self.reward_model.score_many(items, episodes)  # a live judge grades them concurrently
         n = max(1, len(scores))
         return {"eval/success": sum(s.success for s in scores) / n, "eval/reward": sum(s.total for s in scores) / n,
                 "eval/n": len(scores)}

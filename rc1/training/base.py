@@ -96,6 +96,7 @@ class RecipeBase:
         self.steps_this_process = 0
         self.stop_reason: str | None = None     # agreed by every rank: the run stops at the next boundary
         self.stop_detail: str | None = None     # the stop's sentence (judge budget, judge fault), in the end record
+        self.fault: Exception | None = None     # raised once the run has checkpointed and stopped (stop_after_fault)
         self.judge = None                       # rc1.rewards.live.TrainingJudge when the judge scores dimensions
         self.pending_stop: str | None = None    # a stop signal this process received, not yet agreed on
         self.iteration_steps = 1                # micro-steps the last iteration advanced `step` by
@@ -194,6 +195,15 @@ class RecipeBase:
         if self.stop_reason is None:
             self.stop_reason = reason
             log.warning("stop requested (%s): finishing step %d, then checkpointing", reason, self.step + 1)
+
+    def stop_after_fault(self, exc, note: str) -> None:
+        """A fault after the step trained (a dev eval the judge could not grade): keep the step, checkpoint,
+        stop with the fault's reason, then raise it (`train` does, with `note` among its lines)."""
+        log.error("stopping: %s", exc.message)
+        exc.lines.append(note)
+        self.fault = exc
+        self.stop_detail = exc.message
+        self.request_stop(exc.reason)
 
     def signal_stop(self, reason: str) -> None:
         """SIGTERM / SIGINT reached this process: every rank stops at the end of the current iteration (the

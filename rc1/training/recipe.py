@@ -195,7 +195,10 @@ class TrainingRecipe(RecipeBase):
             self.on_step_end(record)
         if self.window:  # the run ended inside a multi-epoch window: finish its epochs on what it holds
             self.close_window(accum)
-        return self.finish()
+        reason = self.finish()
+        if self.fault is not None:
+            raise self.fault
+        return reason
 
     def judge_state(self) -> dict:
         """The run's judge totals over every rank (single process: this judge's own)."""

@@ -143,6 +143,41 @@ def test_judge_down_mid_run_checkpoints_stops_and_resume_equals_uninterrupted(tm
     assert wa.keys() == wb.keys() and all(wa[n].equal(wb[n]) for n in wa)
 
 
+def test_judge_down_in_the_dev_eval_keeps_the_step_stops_and_resume_equals_uninterrupted(tmp_path, tiny_model_dir,
+                                                                                          judge_server):
+    """The dev eval after step 2 loses the judge: step 2 is kept and checkpointed, the run stops with the reason,
+    and resuming (no dev eval at step 2) trains what an uninterrupted run trains."""
+    total = 4
+    a, b = Workspace(tmp_path / "a"), Workspace(tmp_path / "b")
+    extra = {"callbacks": ["eval_dev", "logging", "checkpoint"], "run.eval_steps": 2}
+    conf = judge_workspace(a.root, tiny_model_dir, judge_server, max_steps=total, save_steps=100, extra=extra)
+    judge_workspace(b.root, tiny_model_dir, judge_server, max_steps=total, save_steps=100, extra=extra)
+    run(a, conf)
+    assert [json.loads(x)["step"] for x in a.path("reports/eval_dev.jsonl").read_text().splitlines()] == [2, 4]
+
+    # the judge goes away inside the dev eval after step 2, after grading 2 of its samples
+    judge_server.requests.clear()
+    judge_server.down_after = 1 + 2 * EPISODES * K + 2
+    with pytest.raises(JudgeUnavailable) as raised:
+        run(b, conf)
+    assert any("dev eval was not taken" in line for line in raised.value.lines)
+    end = read_training_end(b)
+    assert end["reason"] == "judge_unavailable" and end["step"] == 2 and "did not answer" in end["reason_detail"]
+    assert read_latest(b.path("checkpoints/t")).name == "step_00002"
+    assert records(b)[-1]["step"] == 2 and records(b)[-1]["eval/error"] == "judge_unavailable"
+    assert not b.path("reports/eval_dev.jsonl").exists()
+
+    judge_server.down, judge_server.down_after = False, None
+    second = run(b, conf, resume="latest")
+    assert second.step == total
+    ra, rb = records(a), records(b)
+    assert [r["step"] for r in rb] == [1, 2, 3, 4]
+    assert [r["loss"] for r in ra] == [r["loss"] for r in rb]
+    assert ra[-1]["eval/success"] == rb[-1]["eval/success"]
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys() and all(wa[n].equal(wb[n]) for n in wa)
+
+
 def test_unparseable_grade_is_a_fault_never_a_zero_nor_cached(tmp_path, tiny_model_dir, judge_server):
     ws = Workspace(tmp_path)
     conf = judge_workspace(ws.root, tiny_model_dir, judge_server, max_steps=2, save_steps=100)
