@@ -34,7 +34,8 @@ ZERO_SIGNAL_TRUNCATION_WARN = 0.5
 # processes, not what: run.gradient_accumulation fixes the optimizer step whatever the world size).
 RESUME_MUTABLE = (("run", "max_steps"), ("run", "save_steps"), ("run", "eval_steps"), ("run", "keep_last"),
                   ("distributed", "processes"), ("distributed", "backend"), ("distributed", "main_port"),
-                  ("distributed", "timeout_s"), ("distributed", "stop_timeout_s"))
+                  ("distributed", "timeout_s"), ("distributed", "stop_timeout_s"),
+                  ("scorer", "max_billable_tokens"), ("scorer", "max_cost"))  # a spent judge budget is raised to resume
 COMPLETED = "completed"
 
 

@@ -103,6 +103,11 @@ class TrainingRecipe(RecipeBase):
         recipe_state = state.get(ckpt.KEY_RECIPE, {})
         if self.judge is not None and self.dist.is_main:  # the run's totals restart on rank 0; the others add theirs
             self.judge.load_state_dict(recipe_state.get("judge", {}))
+        if self.judge is not None:  # a spent budget refuses here, before a step it would stop after
+            spent = self.dist.all_gather(self.judge.budget_exceeded() if self.dist.is_main else None)[0]
+            if spent:
+                raise ConfigError(f"cannot resume {self.ws.rel(path)}: {spent} already; raise the budget in the "
+                                  "config to continue (budgets may change on resume)")
         self.accum_position = int(recipe_state.get("accum_position", 0))
         self.feedback = [tuple(f) for f in recipe_state.get("feedback", [])]
         self.window_kls = list(recipe_state.get("window_kls", []))

@@ -202,6 +202,16 @@ def test_billable_token_budget_stops_after_the_step_with_the_reason(tmp_path, ti
     assert "scorer.max_billable_tokens" in end["reason_detail"]
     assert read_latest(ws.path("checkpoints/t")).name == "step_00002"
 
+    # resuming with the budget spent refuses before a step; a raised budget continues the same run
+    with pytest.raises(ConfigError, match="scorer.max_billable_tokens"):
+        run(ws, conf, resume="latest")
+    assert [r["step"] for r in records(ws)] == [1, 2]
+    judge_workspace(ws.root, tiny_model_dir, judge_server, max_steps=4, save_steps=100,
+                    scorer={"max_billable_tokens": 10 * per_step})
+    assert run(ws, conf, resume="latest").step == 4
+    assert [r["step"] for r in records(ws)] == [1, 2, 3, 4]
+    assert read_training_end(ws)["reason"] == "completed"
+
 
 def test_cost_budget_uses_the_price_table(tmp_path, tiny_model_dir, judge_server):
     ws = Workspace(tmp_path)
