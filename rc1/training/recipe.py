@@ -108,7 +108,7 @@ class TrainingRecipe(RecipeBase):
             if spent:
                 raise ConfigError(f"cannot resume {self.ws.rel(path)}: {spent} already; raise the budget in the "
                                   "config to continue (budgets may change on resume)")
-        self.accum_position = int(recipe_state.get("accum_position", 0))
+        self.accum_position = int(recipe_state.get(ckpt.KEY_ACCUM_POSITION, 0))
         self.feedback = [tuple(f) for f in recipe_state.get("feedback", [])]
         self.window_kls = list(recipe_state.get("window_kls", []))
         if self.accum_position and self.dist.distributed:
@@ -327,7 +327,7 @@ class TrainingRecipe(RecipeBase):
             ckpt.KEY_RNG_PER_RANK: rngs if self.dist.distributed else None,
             ckpt.KEY_CALLBACKS: {type(cb).__name__: cb.state_dict() for cb in self.callbacks
                                  if hasattr(cb, "state_dict")},
-            ckpt.KEY_RECIPE: {"accum_position": self.accum_position, "monitors": self.monitor_state(),
+            ckpt.KEY_RECIPE: {ckpt.KEY_ACCUM_POSITION: self.accum_position, "monitors": self.monitor_state(),
                               "feedback": list(self.feedback), "window_kls": list(self.window_kls),
                               "judge": self.judge_state()},
         }
