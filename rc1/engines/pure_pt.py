@@ -34,6 +34,7 @@ from rc1.engines.contract import ForwardOutput, StepPlan
 from rc1.envs.sampling import sampling_logits
 from rc1.runtime.checkpoint import (ADAPTER_FILE, KEY_EXTRA_MODULES, KEY_OPTIMIZER, KEY_PENDING_GRADS,
                                     KEY_SCALER, KEY_SCHEDULER, KEY_WEIGHTS, KEY_WEIGHTS_FILE, MODEL_FILE)
+from rc1.rewards.reward import score_all
 from rc1.runtime.device import dtype_for, get_device, memory_used_mb, to_device
 from rc1.runtime.spans import Spans
 
@@ -489,7 +490,7 @@ class PurePTEngine:
         if self.reward_model is None:
             raise RuntimeError("eval_step needs a reward model")
         episodes = self.rollout(items, 1, seed=int(seed), greedy=True, max_new_tokens=max_new_tokens)
-        scores = self.reward_model.score_many(items, episodes)  # a live judge grades them concurrently
+        scores = score_all(self.reward_model, items, episodes)  # a live judge grades them concurrently
         n = max(1, len(scores))
         return {"eval/success": sum(s.success for s in scores) / n, "eval/reward": sum(s.total for s in scores) / n,
                 "eval/truncated": sum(bool(ep.truncated) for ep in episodes) / n, "eval/n": len(scores)}

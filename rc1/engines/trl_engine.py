@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from rc1.rewards.reward import score_all
 from rc1.runtime.device import dtype_for, get_device
 
 log = logging.getLogger("rc1.engine")
@@ -192,7 +193,7 @@ class TRLEngine:
             episodes = generate_episodes(model, self.tokenizer, items, greedy=True, max_turns=1,
                                          max_new_tokens=max_new_tokens or self.cfg.model.max_new_tokens,
                                          batch_size=max(1, len(items)))
-        scores = self.reward_model.score_many(items, episodes)  # a live judge grades them concurrently
+        scores = score_all(self.reward_model, items, episodes)  # a live judge grades them concurrently
         n = max(1, len(scores))
         return {"eval/success": sum(s.success for s in scores) / n, "eval/reward": sum(s.total for s in scores) / n,
                 "eval/n": len(scores)}

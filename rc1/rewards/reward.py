@@ -78,6 +78,14 @@ class ScoredEpisode:
                    model_text=episode.model_text or "", transcript=list(getattr(episode, "transcript", []) or []))
 
 
+def score_all(reward_model, items: list[dict], episodes: list) -> list:
+    """One breakdown per (item, episode): in one concurrent batch where the reward model can (`score_many`: a
+    live judge grades the batch), else one by one (any object with `score`)."""
+    if hasattr(reward_model, "score_many"):
+        return reward_model.score_many(items, episodes)
+    return [reward_model.score(it, ep) for it, ep in zip(items, episodes)]
+
+
 class RewardModel:
     """Called for every completion inside training: rules alone, or rules and the live judge (`judge`, a
     rc1.rewards.live.TrainingJudge grading the dimensions it names)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from rc1.config.schema import REWARD_DIMENSIONS
 from rc1.engines.contract import Batch, Policy, ScoredRollout
+from rc1.rewards.reward import score_all
 
 ZERO_VAR_TOL = 1e-9
 
@@ -20,10 +21,7 @@ ZERO_VAR_TOL = 1e-9
 def score_rollout(items: list[dict], episodes: list, reward_model, group_size: int) -> ScoredRollout:
     if len(episodes) != len(items):
         raise RuntimeError(f"rollout returned {len(episodes)} episodes for {len(items)} (prompt, generation) pairs")
-    if hasattr(reward_model, "score_many"):  # the live judge grades the whole rollout concurrently
-        scores = reward_model.score_many(items, episodes)
-    else:
-        scores = [reward_model.score(it, ep) for it, ep in zip(items, episodes)]
+    scores = score_all(reward_model, items, episodes)  # a live judge grades the whole rollout concurrently
     ro = ScoredRollout(items, episodes, [float(s.total) for s in scores], [bool(s.success) for s in scores],
                        [dict(s.dims) for s in scores], group_size,
                        advantage_scales=[float(s.advantage_scale) for s in scores],
