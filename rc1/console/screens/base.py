@@ -26,6 +26,7 @@ class WorkspaceScreen(Screen):
         yield Footer(compact=True)
 
     def body(self) -> ComposeResult:
+        """The screen's own widgets, between the header and the activity bar (every screen defines it)."""
         raise NotImplementedError
 
     def on_mount(self) -> None:
