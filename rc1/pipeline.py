@@ -104,7 +104,7 @@ class Pipeline:
         c, cfg = self.config_path, self.cfg
         pool, shadow = cfg.pool, cfg.data.shadow_path
         raw = pool.out
-        metrics = raw.replace(".jsonl", ".metrics.jsonl")
+        metrics = layout.metrics_path_for(raw)  # where the pool gate looks for it
         balanced = cfg.seed_pool
         v1 = pool.v1_pool or layout.V1_POOL
         past = self.past_gates

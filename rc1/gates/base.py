@@ -43,7 +43,7 @@ def _jsonable(value: Any) -> Any:
 
 PASS, FAIL, NOT_MEASURABLE, NOT_APPLICABLE = "pass", "fail", "not measurable", "not applicable"
 # What a check did to its gate (GateResult.outcome): not measurable splits by the profile's policy.
-OUTCOMES = ("pass", "fail", "blocked", "warned", "not_applicable")
+OUTCOMES = (PASS, FAIL, "blocked", "warned", "not_applicable")
 STATUSES = (PASS, FAIL, NOT_MEASURABLE, NOT_APPLICABLE)
 
 
@@ -145,7 +145,7 @@ class GateResult:
             return "blocked" if self.blocks(c) else "warned"
         if c.status == NOT_APPLICABLE:
             return "not_applicable"
-        return "pass" if c.passed else "fail"
+        return PASS if c.passed else FAIL
 
     @property
     def passed(self) -> bool:
