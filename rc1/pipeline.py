@@ -91,6 +91,15 @@ class Pipeline:
             return False
         return rep.get("identity") == signal_identity(self.ws, self.cfg)[0]
 
+    def fit_current(self) -> bool:
+        """The difficulty-fit report verifies and was made for this config's model, settings and ladder."""
+        from rc1.training.fit import fit_identity, read_report
+
+        rep = read_report(self.ws)
+        return (rep is not None and self.artifacts_ok(layout.DIFFICULTY_FIT_REPORT)
+                and rep.get("identity") == fit_identity(self.ws, self.cfg)[0]
+                and all(self.artifacts_ok(rel) for rel, v in (rep.get("files") or {}).items() if isinstance(v, dict)))
+
     def training_progress(self, seed_index: int = 0) -> tuple[int, int] | None:
         """(step, max_steps) of training run `seed_index`, from its newest metrics line."""
         from rc1.runtime.metrics import last_metrics
@@ -122,7 +131,7 @@ class Pipeline:
                     if v1_required(cfg) else [])
         return [
             Stage("data: make-min", ["data", "make-min"],
-                  lambda: past() or self.artifacts_ok(cfg.data.train_path, cfg.data.eval_path)),
+                  lambda: past() or self.artifacts_ok(layout.TRAIN_MIN, layout.EVAL_MIN)),
             *v1_stage,
             Stage("data: seed pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--out", raw],
                   lambda: past() or self.artifacts_ok(raw)),
@@ -146,6 +155,8 @@ class Pipeline:
                   lambda: past()),
             Stage("scorer: live probe", ["reward", "probe", "--config", c, "--n", "8", "--provider",
                                          cfg.scorer.provider, "--live"], lambda: past() or self.state_at_least("round1")),
+            *([Stage("data: difficulty fit", ["data", "fit", "--config", c], lambda: past() or self.fit_current())]
+              if cfg.difficulty_fit.enable else []),
             # The base model answers the dev split once (eval.calibration_n answers): the difficulty gate checks
             # the buckets against these outcomes, and calibration fits on them.
             Stage("reward: base answers (dev split)", ["reward", "base-answers", "--config", c, "--items",

@@ -186,6 +186,26 @@ def register(app: typer.Typer) -> None:
         for v in info.values():
             typer.echo(f"wrote {v['path']} ({v['n']} items) sha256 {v['sha256']}")
 
+    @data.command("fit")
+    def fit(
+        config: Annotated[str, typer.Option("--config", "-c", help="run config (its difficulty_fit section)")],
+    ) -> None:
+        """Fit the work to the model: the base policy's pass rate per task x ladder level, the levels inside
+        difficulty_fit.band, and the training / dev / held-out items built from them (reports/difficulty_fit.json)."""
+        from rc1.config.load import load_train_config
+        from rc1.training.fit import REPORT, measure, table_text
+
+        ws = workspace()
+        cfg = load_train_config(config, ws)
+        rep = measure(ws, cfg, progress=lambda m: typer.echo(m, err=True))
+        typer.echo(table_text(rep))
+        typer.echo(f"{rep['episodes']} episodes, {rep['completion_tokens']} completion tokens, {rep['seconds']:.0f} s; "
+                   f"wrote {REPORT}" + "".join(f", {k} ({v['n']} items)" for k, v in rep["files"].items()
+                                                if isinstance(v, dict)))
+        if not rep["kept"]:
+            typer.echo("no task has a level in the band: round 2 will refuse this run (widen difficulty_fit.band, "
+                       "lower difficulty_fit.levels, or use a stronger base model)", err=True)
+
     @data.command("shadow-set")
     def shadow_set(
         n: Annotated[Optional[int], typer.Option("--n", help="items (default 245; a mix of custom tasks only: all "

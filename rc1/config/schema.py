@@ -19,6 +19,8 @@ TASK_NAME = r"^[a-z][a-z0-9_]{0,39}$"
 # Verifier names; rc1.envs.verifiers implements them (a test keeps the two in step). The built-in
 # tasks are instances of the named verifiers.
 VERIFIER_NAMES = ("numeric", "exact", "f1", "yes_no", "choice")
+# Levels of each built-in task's difficulty ladder (0 .. n-1; what each level is: rc1.data.ladder.LADDER).
+LADDER_LEVELS = {"gsm8k": 7, "hotpotqa": 6, "strategyqa": 6}
 TASK_VERIFIERS = {"gsm8k": "numeric", "hotpotqa": "f1", "strategyqa": "yes_no"}
 PYTHON_VERIFIER = re.compile(r"^python:([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*)$")
 BUCKETS = ("easy", "medium", "hard")
@@ -363,6 +365,55 @@ class PoolSection(Strict):
     difficulty_target: dict[str, float] = Field(default_factory=lambda: {"easy": 0.25, "medium": 0.45, "hard": 0.30})
 
 
+class DifficultyFitSection(Strict):
+    """The difficulty fit (rc1 data fit, rc1.training.fit): measure the base policy's pass rate on each task x
+    ladder level (rc1.data.ladder), train and evaluate on the levels inside `band`, and move the sampling weight
+    between levels during training as their running pass rates leave the band (the curriculum)."""
+
+    enable: bool = Field(False, description="fit the training and held-out items to the model (else the seed pool)")
+    band: tuple[float, float] = Field(
+        (0.05, 0.80), description="learnable pass@1 band [low, high]: a level is chosen when its measured pass rate "
+                                  "lies inside (DAPO / OpenRLHF keep groups strictly between 0 and 1)")
+    levels: dict[str, tuple[int, int]] = Field(
+        default_factory=dict, description="ladder level range [lowest, highest] per built-in task (default: the "
+                                          "whole ladder)")
+    items_per_level: int = Field(24, ge=4, description="fit items per task x level (fresh, never trained on)")
+    samples: int = Field(2, ge=1, description="sampled answers per fit item (at the training temperature)")
+    next_level_share: float = Field(0.25, ge=0, le=1, description="initial sampling weight of the next harder level, "
+                                                                 "relative to a chosen level")
+    train_per_level: int = Field(400, ge=8, description="training items generated per trained level")
+    heldout_per_task: int = Field(96, ge=8, description="held-out items of the chosen levels per task (eval set a)")
+    dev_per_task: int = Field(16, ge=4, description="dev items of the chosen levels per task (chooses best/)")
+    seed: int = 20251125
+    curriculum: bool = Field(True, description="move sampling weight between levels by their running pass rates")
+    curriculum_window: int = Field(8, ge=1, description="groups of a level averaged (EMA span) before it may move")
+    curriculum_step: float = Field(0.2, gt=0, le=1, description="share of a level's weight moved per decision")
+    item_low_weight: float = Field(0.2, ge=0, le=1, description="prime-rl: weight of an item whose latest group "
+                                                               "had pass rate 0 or 1 (others 1)")
+
+    @field_validator("band")
+    @classmethod
+    def _band(cls, v):
+        lo, hi = v
+        if not (0.0 <= lo < hi <= 1.0):
+            raise ValueError(f"band must satisfy 0 <= low < high <= 1 (got [{lo}, {hi}])")
+        return v
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, v):
+        for task, (lo, hi) in v.items():
+            if task not in LADDER_LEVELS:
+                raise ValueError(f"{task}: not a built-in task with a ladder; known: {sorted(LADDER_LEVELS)}")
+            known = list(range(LADDER_LEVELS[task]))
+            for x in (lo, hi):
+                if x not in known:
+                    raise ValueError(f"{task}: unknown level {x}; levels: {known}")
+            if lo > hi:
+                raise ValueError(f"{task}: level range [{lo}, {hi}] is empty (lowest > highest)")
+        return v
+
+
 class ScheduleStep(Strict):
     step: int = Field(ge=0)
     ratio: float = Field(ge=0, le=1)
@@ -488,6 +539,7 @@ class TrainConfig(Strict):
     finetune: FinetuneSection = Field(default_factory=FinetuneSection)
     seed_pool: str = layout.BALANCED_POOL
     priority_sampling: PrioritySamplingSection = Field(default_factory=PrioritySamplingSection)
+    difficulty_fit: DifficultyFitSection = Field(default_factory=DifficultyFitSection)
     use_overclar_penalty: bool = True
 
     @field_validator("callbacks")
@@ -695,6 +747,9 @@ class LearningSignalGate(Strict):
     pass_at_k_min: float = Field(0.1, ge=0, le=1, description="prompts with >= 1 correct episode among num_generations")
     truncation_max: float = Field(0.5, ge=0, le=1)
     no_signal_max: float = Field(0.95, ge=0, le=1, description="groups whose successes are all equal")
+    informative_groups_min: float = Field(
+        0.0, ge=0, description="expected groups with a correctness signal over the whole run (steps x prompts per "
+                               "step x the Wilson 95% lower bound of the measured informative share) must reach this")
 
 
 class TrainingDoneGate(Strict):

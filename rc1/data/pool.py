@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rc1.config.schema import TASKS, task_order
 from rc1.data import generators as G
+from rc1.data import ladder as L
 from rc1.data.sources import mask_detail, normalize
 from rc1.data.templates import Template, load_pack, render
 from rc1.runtime.errors import ConfigError
@@ -151,6 +152,47 @@ def _custom_draws(params: BuildParams, order: list[str]) -> dict[str, dict[int, 
         random.Random(f"{params.space}:{params.seed}:{task}:items").shuffle(picks)
         out[task] = {i: dict(it) for i, it in zip(positions, picks)}
     return out
+
+
+_TOOL_WORDS = ("tool", "cite", "looked up")
+
+
+def make_plain_item(task: str, n: int, rng: random.Random, p: BuildParams, templates: list[Template],
+                    item_id: str) -> dict:
+    """An item of a plain (single-turn) rung of the ladder: a template's user wording without its protocol
+    system prompt, the rung's generated question and one reply instruction (rc1.data.ladder)."""
+    gen = L.generate_plain(task, n, rng)
+    choices = [(t, v) for t in templates for v, u in enumerate(t.user) if not any(w in u for w in _TOOL_WORDS)]
+    template, variant = rng.choice(choices or [(t, 0) for t in templates])
+    if task == "hotpotqa":
+        context = "\n".join(f"[{d['title']}] {d['text']}" for d in gen["corpus"])
+        question = gen["question"]
+    else:
+        context, question = "", gen["text"].rsplit("\n", 1)[0]
+    user = render(template, variant, question=question, context=context, tools=[], max_turns=1)[-1]["content"]
+    lv = L.level(task, n)
+    meta = {"level": lv.bucket, "level_n": n, "level_name": lv.name, "ladder": L.LADDER_VERSION,
+            "steps": gen["steps"], "hops": gen["hops"], "solution": gen["solution"],
+            "plan": {"lookups": [], "calc": 0, "clarify": False, "turns": 1, "tool_hops": 0},
+            "template_variant": variant, "space": p.space}
+    return {
+        "id": item_id, "task": task, "template": template.id, "role": template.role, "style": template.style,
+        "messages": [{"role": "user", "content": f"{user}\n{L.REPLY[task]}"}], "single_turn": True,
+        "question": gen["question"], "answer": gen["answer"], "aliases": [], "supporting": gen["supporting"],
+        "corpus": gen["corpus"], "needs_clarification": False, "hidden_detail": None, "tools": [], "max_turns": 1,
+        "meta": meta,
+    }
+
+
+def make_level_item(task: str, n: int, rng: random.Random, p: BuildParams, templates: list[Template],
+                    item_id: str, level_mean: float) -> dict:
+    """An item of ladder level `n` of `task` (plain rungs single-turn, the upper rungs today's generator)."""
+    lv = L.level(task, n)
+    if lv.generator_level is None:
+        return make_plain_item(task, n, rng, p, templates, item_id)
+    item = make_item(task, rng, p, templates, item_id, level_mean, level=lv.generator_level)
+    item["meta"].update({"level_n": n, "level_name": lv.name, "ladder": L.LADDER_VERSION})
+    return item
 
 
 def make_item(task: str, rng: random.Random, p: BuildParams, templates: list[Template], item_id: str,

@@ -239,7 +239,10 @@ class EpisodeState:
             self.samples.append(TurnSample(list(self.ids), list(self.mask), turn_logprobs))
 
         if action.kind == "answer":
-            self.final_answer = action.arg or None
+            if hit_limit:  # cut off by max_new_tokens: "ANSWER: 4" may be the start of "ANSWER: 42" (as single-turn)
+                self.truncated = True
+            else:
+                self.final_answer = action.arg or None
             self.done = True
             return
         if action.kind == "none":

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from rc1.eval.metrics import (EpisodeRecord, compare, flat_split, majority_baseline, mde_table, metric_value, spread,
                               summarize, versus_baseline)
 from rc1.eval.runs import RunEnd, read_end, run_of_checkpoint, seed_runs
-from rc1.eval.splits import DEV, HELDOUT, ItemSet, dev_set, heldout_set
+from rc1.eval.splits import DEV, FITTED, HELDOUT, ItemSet, dev_set, fitted_set, heldout_set
 from rc1.runtime.atomic import fsync_dir, append_line, atomic_write_json
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json, verify_artifact
@@ -55,7 +55,8 @@ Progress = Callable[[str], None]
 def eval_sets(ws: Workspace, cfg: "TrainConfig", n: int | None = None, *, shadow_only: bool = False) -> dict[str, ItemSet]:
     """{set name: ItemSet}: the held-out set (required; `n` overrides eval.n_shadow) and, unless
     `shadow_only`, the dev split when its file exists."""
-    out = {HELDOUT: heldout_set(ws, cfg, n)}
+    out = {FITTED: fitted_set(ws, cfg)} if cfg.difficulty_fit.enable and not shadow_only else {}
+    out[HELDOUT] = heldout_set(ws, cfg, n)
     if not shadow_only:
         dev = dev_set(ws, cfg)
         if dev is None:
@@ -68,7 +69,9 @@ def eval_sets(ws: Workspace, cfg: "TrainConfig", n: int | None = None, *, shadow
 
 def generation_settings(cfg: "TrainConfig", batch_size: int = DEFAULT_BATCH, dtype=None) -> dict:
     return {"greedy": True, "num_generations": 1, "max_new_tokens": cfg.eval.max_new_tokens or cfg.model.max_new_tokens,
-            "seed": cfg.run.seed, "batch_size": batch_size, "max_turns": None,
+            # the training episodes' turn limit: an eval that allowed more turns than training would judge
+            # episodes the policy was never trained to finish
+            "seed": cfg.run.seed, "batch_size": batch_size, "max_turns": cfg.strategy.max_turns,
             "dtype": str(dtype).replace("torch.", "") if dtype is not None else cfg.eval.dtype}
 
 
@@ -529,7 +532,8 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
         # the evaluated checkpoint when one run was evaluated (runs[i]["checkpoint"] in general)
         "checkpoint": runs[0]["checkpoint"] if len(runs) == 1 else None,
         "run_dir": runs[0]["run_dir"] if len(runs) == 1 else cfg.checkpoint_dir,
-        "device": str(device), "dtype": dtypes, "generation": gen, "heldout_set": HELDOUT,
+        "device": str(device), "dtype": dtypes, "generation": gen,
+        "heldout_set": FITTED if FITTED in sets else HELDOUT,
         "dev_set": DEV if DEV in sets else None, "seeds": cfg.seed_list,
         "sets": {k: v.describe() for k, v in sets.items()},
         "results": results, "runs": runs,
@@ -538,7 +542,7 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
         "records": {"base": {k: [r.to_dict() for r in v] for k, v in base.items()}, "runs": run_records},
     }
     atomic_write_json(out, report)
-    held = [r["results"][HELDOUT]["trained"]["success"]["rate"] for r in runs]
+    held = [r["results"][FITTED if FITTED in sets else HELDOUT]["trained"]["success"]["rate"] for r in runs]
     register_artifact(ws, out, REPORT_KIND, checkpoints=[r["checkpoint"]["path"] for r in runs],
                       heldout_success=held or None)
     return out, report

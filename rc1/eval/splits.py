@@ -29,8 +29,11 @@ log = logging.getLogger("rc1.eval")
 
 HELDOUT = "shadow"
 DEV = "dev"
+FITTED = "fitted"
 ROLES = {HELDOUT: "held-out: judged by the RC1 gate, never used to choose a model",
-         DEV: "dev: chooses the model (best/, eval_dev, early stop)"}
+         DEV: "dev: chooses the model (best/, eval_dev, early stop)",
+         FITTED: "held-out items of the fitted levels (rc1 data fit): judged by the RC1 gate when the fit is on; "
+                 "the full-difficulty shadow set is reported beside it"}
 
 
 @dataclass
@@ -81,6 +84,15 @@ def heldout_set(ws: Workspace, cfg: "TrainConfig", n: int | None = None) -> Item
     return _load(ws, HELDOUT, rel, n or cfg.eval.n_shadow)
 
 
+def fitted_set(ws: Workspace, cfg: "TrainConfig") -> ItemSet:
+    """Eval set (a): the difficulty fit's held-out items of the chosen levels (never trained on)."""
+    from rc1.runtime.layout import FIT_HELDOUT
+
+    if not ws.path(FIT_HELDOUT).exists():
+        raise ConfigError(f"difficulty_fit.enable: no {FIT_HELDOUT}; run `rc1 data fit --config ...` first")
+    return _load(ws, FITTED, FIT_HELDOUT, None)
+
+
 def dev_set(ws: Workspace, cfg: "TrainConfig", n: int | None = None) -> ItemSet | None:
     """The dev split (data.eval_path, `n` stratified items; default eval.n_dev), or None when the file does
     not exist. Refuses a dev file that is, or overlaps, the held-out set."""
@@ -99,4 +111,13 @@ def dev_set(ws: Workspace, cfg: "TrainConfig", n: int | None = None) -> ItemSet 
         if shared:
             raise ConfigError(f"data.eval_path {rel} shares {len(shared)} item(s) with the held-out set "
                               f"{cfg.data.shadow_path} (e.g. {shared[0]}): the dev split must not contain held-out items")
+    if cfg.difficulty_fit.enable:
+        from rc1.runtime.layout import FIT_HELDOUT
+
+        fp = ws.path(FIT_HELDOUT)
+        held_ids = {str(it["id"]) for it in read_items(fp)} if fp.exists() else set()
+        shared = sorted(str(it["id"]) for it in dev.items if str(it["id"]) in held_ids)
+        if shared or (fp.exists() and p.resolve() == fp.resolve()):
+            raise ConfigError(f"data.eval_path {rel} shares item(s) with the fitted held-out set {FIT_HELDOUT}: "
+                              "the dev split must not contain held-out items")
     return dev

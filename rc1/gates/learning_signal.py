@@ -10,6 +10,9 @@ the gates config `learning_signal:`
   pass@k (k = num_generations)         >= pass_at_k_min
   truncation rate                      <= truncation_max
   groups without a correctness signal  <= no_signal_max   (all answers right, or all wrong)
+  expected informative groups          >= informative_groups_min: steps x prompts per step x the Wilson
+                                          95 % lower bound of the informative share (a run with about
+                                          two informative groups in its life cannot learn)
 
 A refusal names the fix that its measurements point to: raise model.max_new_tokens when answers are
 cut off, otherwise easier items or a different model.
@@ -78,4 +81,20 @@ def evaluate(ctx: GateContext) -> GateResult:
     res.checks.append(Check.at_most("groups without a correctness signal", round(rep["no_success_signal_group_frac"], 4),
                                     g.no_signal_max, "all answers of a prompt right, or all wrong: GRPO learns nothing "
                                                      "about correctness from them"))
+    res.checks.append(informative_groups(rep, cfg, g))
     return res
+
+
+def informative_groups(rep: dict, cfg, g) -> Check:
+    """Expected groups with a correctness signal over the run, on the Wilson lower bound of the measured share."""
+    from rc1.training.fit import wilson
+
+    groups = int(rep["prompts"])
+    informative = round(groups * (1.0 - rep["no_success_signal_group_frac"]))
+    lo, hi = wilson(informative, groups)
+    planned = cfg.run.max_steps * cfg.strategy.prompts_per_step * cfg.run.gradient_accumulation
+    expected = planned * lo
+    return Check.at_least("expected informative groups over the run", round(expected, 1), g.informative_groups_min,
+                          f"{informative}/{groups} measured groups informative (95% CI [{lo:.2f}, {hi:.2f}]) x "
+                          f"{planned} planned groups ({cfg.run.max_steps} steps x {cfg.strategy.prompts_per_step} "
+                          f"prompts x {cfg.run.gradient_accumulation} accumulation) = {expected:.1f} at the lower bound")

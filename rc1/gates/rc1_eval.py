@@ -111,8 +111,10 @@ def _run_ended(ctx: GateContext, run: dict, res: GateResult) -> Check:
                  f"{accepted.get('time')} (audit log): {accepted.get('why')}")
 
 
-def heldout_checks(g, held: dict, prefix: str = "") -> list[Check]:
-    """The RC1 thresholds on one run's held-out view (rc1.eval.harness.run_view)."""
+def heldout_checks(g, held: dict, prefix: str = "", per_task: bool = False) -> list[Check]:
+    """The RC1 thresholds on one run's held-out view (rc1.eval.harness.run_view). `per_task`: the success
+    delta and the margin over the majority class are judged for every task of the set too (the fitted set:
+    each task the fit kept must improve)."""
     base, trained, delta = held["base"], held["trained"], held["delta"]
     out: list[Check] = []
 
@@ -136,6 +138,18 @@ def heldout_checks(g, held: dict, prefix: str = "") -> list[Check]:
                     f"trained {_pct(v['trained'])} vs the majority-class baseline {_pct(v['base'])} (each task's most "
                     f"common gold answer to every item: {answers}; computed on these items' own labels)",
                     "no held-out items"))
+
+    if per_task:
+        for task, d in (delta.get("by_task") or {}).items():
+            out.append(gain(f"{task}: held-out success delta (pp, CI lower bound)", d, g.success_delta_pp_gt, True,
+                            f"base {_pct(d.get('base'))} -> trained {_pct(d.get('trained'))}",
+                            f"no paired {task} items"))
+            vt = (held["vs_majority"].get("by_task") or {}).get(task)
+            if vt is not None:
+                out.append(gain(f"{task}: trained success - majority-class baseline (pp, CI lower bound)", vt,
+                                g.vs_majority_pp_gt, True,
+                                f"trained {_pct(vt.get('trained'))} vs majority-class {_pct(vt.get('base'))}",
+                                f"no {task} items"))
 
     out.append(gain("needs-clarification success delta (pp, CI lower bound)", delta["needs_clar_success"],
                     g.needs_clar_success_pp_min, False,
@@ -192,6 +206,7 @@ def heldout_checks(g, held: dict, prefix: str = "") -> list[Check]:
 
 def evaluate(ctx: GateContext) -> GateResult:
     from rc1.eval.harness import HELDOUT, REPORT_VERSION, latest_report, run_view
+    from rc1.eval.splits import FITTED
 
     g = ctx.gates.eval
     res = GateResult(GATE)
@@ -243,7 +258,14 @@ def evaluate(ctx: GateContext) -> GateResult:
         res.checks.append(Check(prefix + ended.name, ended.measured, ended.threshold, ended.passed, ended.detail,
                                 ended.status))
         if current:
-            res.checks.extend(heldout_checks(g, held, prefix))
+            res.checks.extend(heldout_checks(g, held, prefix, per_task=held_name == FITTED))
+    if held_name == FITTED and HELDOUT in report["results"]:
+        for run in runs:
+            sh = run_view(report, run, HELDOUT)
+            d = (sh.get("delta") or {}).get("success") or {}
+            if d.get("n"):
+                res.notes.append(f"{'seed ' + str(run['seed_index']) + ': ' if multi else ''}full-difficulty shadow set "
+                                 f"(reported, not judged): {_point(d)}")
     if multi and report.get("spread"):
         d = report["spread"][held_name]["delta_pp"]
         res.notes.append(f"{len(runs)} seeds: held-out success delta min {d['min']:+.1f} / mean {d['mean']:+.1f} / "

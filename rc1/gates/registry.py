@@ -24,6 +24,7 @@ AREAS: dict[str, str] = {
     "scorer": "rc1.gates.scorer",
     "shadow_run": "rc1.gates.shadow_run",
     "learning_signal": "rc1.gates.learning_signal",
+    "difficulty_fit": "rc1.gates.difficulty_fit",
     "training_start": "rc1.gates.training_start",
     "training_done": "rc1.gates.training_done",
     "rc1_eval": "rc1.gates.rc1_eval",
@@ -34,7 +35,7 @@ AREAS: dict[str, str] = {
 GATES: dict[str, tuple[str, ...]] = {
     "round1": ("run_config", "resources", "pool", "difficulty", "reward_weights", "overclar_penalty", "scorer"),
     "round2": ("run_config", "resources", "pool", "difficulty", "reward_weights", "overclar_penalty", "scorer",
-               "shadow_run", "learning_signal"),
+               "shadow_run", "difficulty_fit", "learning_signal"),
     "training_start": ("training_start",),
     "training_done": ("training_done",),
     "rc1_eval": ("rc1_eval",),

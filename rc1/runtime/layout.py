@@ -13,6 +13,10 @@ V1_POOL = "data/rollouts/rc1_v1.jsonl"
 SHADOW_SET = "data/shadow_eval_245.jsonl"
 TRAIN_MIN = "data/train_min.jsonl"
 EVAL_MIN = "data/eval_min.jsonl"
+# the difficulty fit's items (rc1 data fit): training, dev (chooses best/) and held-out (eval set a)
+FIT_TRAIN = "data/fit/train.jsonl"
+FIT_DEV = "data/fit/dev.jsonl"
+FIT_HELDOUT = "data/fit/heldout.jsonl"
 
 # configs/
 WEIGHTS = "configs/weights.json"
@@ -23,6 +27,7 @@ DIVERSITY_REPORT = "reports/diversity_report.json"
 DIFFICULTY_REPORT = "reports/rc1/difficulty_report.json"
 JUDGE_STATS = "reports/judge_stats.json"
 LEARNING_SIGNAL_REPORT = "reports/learning_signal.json"
+DIFFICULTY_FIT_REPORT = "reports/difficulty_fit.json"
 GATE_REPORTS = "reports/gates"            # one <gate>.json per gate: its last run
 RC1_REPORT = "reports/rc1/rc1_report.md"
 PIPELINE_TIMINGS = "reports/rc1/pipeline_timings.json"

@@ -117,7 +117,7 @@ class RecipeBase:
         import torch
 
         from rc1.callbacks.base import build_callbacks
-        from rc1.training.sampler import PrioritySampler, load_training_items
+        from rc1.training.sampler import load_training_items, make_sampler
 
         cfg, ws = self.cfg, self.ws
         ws.ensure()
@@ -140,7 +140,7 @@ class RecipeBase:
             write_code_fingerprint(ws)
         seed_items, other_items, self.data_info = load_training_items(ws, cfg)
         self.sampler_sources = (seed_items, other_items)
-        self.sampler = PrioritySampler.from_config(cfg, seed_items, other_items)
+        self.sampler = make_sampler(cfg, seed_items, other_items)
         if self.reward_model is None:
             from rc1.rewards.reward import RewardModel
 

@@ -55,6 +55,10 @@ from rc1.training.base import RecipeBase, rollout_seed
 from rc1.runtime.distributed import merge_records, rank_info
 
 log = logging.getLogger("rc1.train")
+# A step's headline rollout figures: from the prompts as drawn, before dynamic sampling replaced its groups
+# without a correctness signal (the filtered batch's figures are logged beside them as resampled/...).
+HEADLINE_STATS = ("reward", "reward_std", "success", "pass_at_k", "truncated", "zero_var_groups",
+                  "no_success_signal_groups")
 FEEDBACK_MAIN = 1 << 30  # order of a micro-step's own groups' feedback: after its redraws' (numbered 1, 2, ...)
 
 
@@ -143,6 +147,7 @@ class TrainingRecipe(RecipeBase):
             try:
                 rollout = self.strategy.rollout(batch)
                 record: dict = {"step": self.step + n}
+                drawn = rollout
                 if rollout is not None:
                     rollout, redraw_stats = self.resample_zero_signal(batch, rollout)
                     record.update(redraw_stats)
@@ -179,9 +184,12 @@ class TrainingRecipe(RecipeBase):
             self.accum_position += n
             if plan.epochs > 1:
                 self.window.append(plan)
-            if rollout is not None:
+            if drawn is not None:  # every group fed back once: the drawn ones here, the redraws as they came
                 self.feedback += [(batch.step, FEEDBACK_MAIN, item_id, rate)
-                                  for item_id, rate in rollout.group_success().items()]
+                                  for item_id, rate in drawn.group_success().items()]
+                if drawn is not rollout:  # the headline figures are the drawn batch's, not the filtered one's
+                    record.update({f"resampled/{k}": v for k, v in rollout.stats.items() if k in HEADLINE_STATS})
+                    record.update({k: v for k, v in drawn.stats.items() if k in HEADLINE_STATS})
             if closes_window:
                 record.update(self.close_window(accum))
                 self.spans.lap("optimizer")  # clip + optimizer step (+ the plans' further epochs)

@@ -43,7 +43,21 @@ def read_items(path: Path) -> list[dict]:
 
 
 def load_training_items(ws, cfg) -> tuple[list[dict], list[dict], dict]:
-    """(seed-pool items, other items, provenance). Falls back to data.train_path with a warning."""
+    """(seed-pool items, other items, provenance). Falls back to data.train_path with a warning.
+
+    With difficulty_fit.enable the training items are the fit's (data/fit/train.jsonl, every item with its
+    ladder level), and nothing else: the fit chose them for this model."""
+    if cfg.difficulty_fit.enable:
+        from rc1.runtime.layout import FIT_TRAIN
+
+        path = ws.path(FIT_TRAIN)
+        if not path.exists():
+            raise ConfigError(f"difficulty_fit.enable: no {FIT_TRAIN}; run `rc1 data fit --config ...` first")
+        items = read_items(path)
+        if not items:
+            raise ConfigError(f"{FIT_TRAIN} has no items: the difficulty fit found no task with a level in the band "
+                              f"(reports/difficulty_fit.json says why)")
+        return items, [], {"seed_pool": FIT_TRAIN, "train_path": None, "fallback": False, "difficulty_fit": True}
     seed_path, train_path = ws.path(cfg.seed_pool), ws.path(cfg.data.train_path)
     info = {"seed_pool": cfg.seed_pool, "train_path": cfg.data.train_path, "fallback": False}
     seed_items = read_items(seed_path) if seed_path.exists() else []
@@ -157,3 +171,156 @@ class PrioritySampler:
     def stats(self) -> dict:
         low = sum(1 for k in self.tries if self.is_low_perf(k))
         return {"sampler/draws": self.draws, "sampler/items_seen": len(self.tries), "sampler/low_perf_items": low}
+
+
+def make_sampler(cfg, seed_items: list[dict], other_items: list[dict]):
+    """The run's prompt sampler: the curriculum over ladder levels when the difficulty fit is on, else the
+    priority sampler."""
+    if cfg.difficulty_fit.enable:
+        return CurriculumSampler.from_config(cfg, seed_items + other_items)
+    return PrioritySampler.from_config(cfg, seed_items, other_items)
+
+
+def _level_key(item: dict) -> tuple[str, int]:
+    return (str(item.get("task")), int((item.get("meta") or {}).get("level_n", 0)))
+
+
+class CurriculumSampler:
+    """Prompts drawn over task x ladder level, with the weight moved between levels as training goes.
+
+    A slot draws a task by the run's mix (renormalised over the tasks the fit kept), a level by the task's
+    level weights, then an item. Level weights start from the fit: 1 for every chosen level,
+    difficulty_fit.next_level_share for the next harder one. Each rollout group updates its level's running
+    pass rate (an exponential moving average over about `curriculum_window` groups, at no extra sampling
+    cost); once a level has been seen `curriculum_window` times since its last move and its running rate is
+    above the band, `curriculum_step` of its weight moves to the next harder level, below the band to the
+    next easier one. Items are weighted as prime-rl does: an item whose latest group passed all or none of
+    its episodes counts `item_low_weight`, any other (or unseen) item 1. The generator, the weights, the
+    running rates and every item's latest pass rate are checkpointed: a resumed run draws what an
+    uninterrupted one draws.
+    """
+
+    def __init__(self, items: list[dict], mix: dict[str, float], band: tuple[float, float], initial: dict,
+                 *, window: int, move: float, item_low_weight: float, seed: int, curriculum: bool = True):
+        if not items:
+            raise ConfigError("curriculum sampler: no items to sample from")
+        self.groups: dict[tuple[str, int], list[dict]] = {}
+        for it in items:
+            self.groups.setdefault(_level_key(it), []).append(it)
+        self.level_of = {it["id"]: _level_key(it) for it in items}
+        tasks = sorted({t for t, _ in self.groups})
+        w = {t: float(mix.get(t, 0.0)) for t in tasks}
+        if sum(w.values()) <= 0:
+            w = {t: 1.0 for t in tasks}
+        self.task_weights = {t: v / sum(w.values()) for t, v in w.items()}
+        self.weights = {k: float(initial.get(k, 1.0)) for k in self.groups}
+        self.band = (float(band[0]), float(band[1]))
+        self.alpha = 2.0 / (window + 1.0)
+        self.window, self.move, self.low_w, self.curriculum = window, move, item_low_weight, curriculum
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.rate: dict[tuple[str, int], float] = {}
+        self.since_move: dict[tuple[str, int], int] = {}
+        self.item_rate: dict[str, float] = {}
+        self.moves: list[dict] = []
+        self.draws = 0
+        self.step = 0
+
+    @classmethod
+    def from_config(cls, cfg, items: list[dict]) -> "CurriculumSampler":
+        """Initial weights from the fit: its chosen levels 1, the next harder level (items marked
+        meta.fit_role "next" by rc1.training.fit) difficulty_fit.next_level_share."""
+        fc = cfg.difficulty_fit
+        initial = {_level_key(it): fc.next_level_share for it in items
+                   if (it.get("meta") or {}).get("fit_role") == "next"}
+        return cls(items, dict(cfg.datasets.mix), fc.band, initial, window=fc.curriculum_window,
+                   move=fc.curriculum_step, item_low_weight=fc.item_low_weight, seed=cfg.run.seed,
+                   curriculum=fc.curriculum)
+
+    def _pick(self, choices: list, weights: list[float], rng):
+        w = np.asarray(weights, dtype=float)
+        if w.sum() <= 0:
+            w = np.ones(len(choices))
+        return choices[int(rng.choice(len(choices), p=w / w.sum()))]
+
+    def next_batch(self, step: int, n: int, *, seed: int | None = None) -> list[dict]:
+        rng = self.rng if seed is None else np.random.Generator(np.random.PCG64(seed))
+        out = []
+        tasks = sorted(self.task_weights)
+        for _ in range(n):
+            task = self._pick(tasks, [self.task_weights[t] for t in tasks], rng)
+            keys = sorted(k for k in self.groups if k[0] == task)
+            key = self._pick(keys, [self.weights[k] for k in keys], rng)
+            items = self.groups[key]
+            lo, hi = 0.0, 1.0
+            iw = [self.low_w if self.item_rate.get(it["id"], 0.5) in (lo, hi) else 1.0 for it in items]
+            out.append(self._pick(items, iw, rng))
+        if seed is None:
+            self.draws += n
+            self.step = step
+        return out
+
+    def update(self, item_id: str, success_rate: float) -> None:
+        """One rollout group's pass rate for an item: the item's latest rate, its level's running rate, and
+        (curriculum) a move of weight when that running rate has left the band."""
+        key = self.level_of.get(item_id)
+        if key is None:
+            return
+        self.item_rate[item_id] = float(success_rate)
+        prev = self.rate.get(key)
+        self.rate[key] = float(success_rate) if prev is None else (1 - self.alpha) * prev + self.alpha * success_rate
+        self.since_move[key] = self.since_move.get(key, 0) + 1
+        if not self.curriculum or self.since_move[key] < self.window:
+            return
+        lo, hi = self.band
+        levels = sorted(n for t, n in self.groups if t == key[0])
+        i = levels.index(key[1])
+        target = None
+        if self.rate[key] > hi and i + 1 < len(levels):
+            target = (key[0], levels[i + 1])
+        elif self.rate[key] < lo and i > 0:
+            target = (key[0], levels[i - 1])
+        if target is None:
+            return
+        amount = self.move * self.weights[key]
+        self.weights[key] -= amount
+        self.weights[target] += amount
+        self.since_move[key] = 0
+        self.moves.append({"draws": self.draws, "from": list(key), "to": list(target), "amount": round(amount, 6),
+                           "rate": round(self.rate[key], 4)})
+        log.info("curriculum: %s level %d running pass rate %.2f is %s the band [%g, %g]: %.3f of its weight -> "
+                 "level %d", key[0], key[1], self.rate[key], "above" if target[1] > key[1] else "below", lo, hi,
+                 amount, target[1])
+
+    def state_dict(self) -> dict:
+        enc = lambda d: {f"{t}|{n}": v for (t, n), v in d.items()}  # noqa: E731
+        return {"rng": self.rng.bit_generator.state, "weights": enc(self.weights), "rate": enc(self.rate),
+                "since_move": enc(self.since_move), "item_rate": dict(self.item_rate), "moves": list(self.moves),
+                "draws": self.draws}
+
+    def load_state_dict(self, state: dict) -> None:
+        dec = lambda d: {(k.rsplit("|", 1)[0], int(k.rsplit("|", 1)[1])): v for k, v in d.items()}  # noqa: E731
+        self.rng.bit_generator.state = state["rng"]
+        self.weights = {k: float(v) for k, v in dec(state["weights"]).items()}
+        self.rate = {k: float(v) for k, v in dec(state["rate"]).items()}
+        self.since_move = {k: int(v) for k, v in dec(state["since_move"]).items()}
+        self.item_rate = {k: float(v) for k, v in state["item_rate"].items()}
+        self.moves = list(state["moves"])
+        self.draws = int(state["draws"])
+
+    def level_mix(self) -> dict[tuple[str, int], float]:
+        """Each level's share of its task's draws (the weights normalised per task)."""
+        out = {}
+        for task in self.task_weights:
+            keys = [k for k in self.groups if k[0] == task]
+            total = sum(self.weights[k] for k in keys) or 1.0
+            out.update({k: self.weights[k] / total for k in keys})
+        return out
+
+    def stats(self) -> dict:
+        out: dict = {"sampler/draws": self.draws, "sampler/items_seen": len(self.item_rate),
+                     "curriculum/moves": len(self.moves)}
+        for (task, n), share in sorted(self.level_mix().items()):
+            out[f"curriculum/{task}/L{n}/weight"] = round(share, 4)
+            if (task, n) in self.rate:
+                out[f"curriculum/{task}/L{n}/pass_rate"] = round(self.rate[(task, n)], 4)
+        return out

@@ -24,6 +24,7 @@ from collections import defaultdict
 
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json
+from rc1.runtime.layout import FIT_TRAIN
 from rc1.runtime.layout import LEARNING_SIGNAL_REPORT as REPORT
 
 log = logging.getLogger("rc1.train")
@@ -44,6 +45,8 @@ def signal_identity(ws, cfg) -> tuple[str, dict]:
         "num_generations": cfg.strategy.num_generations, "seed": cfg.run.seed,
         "sampler": cfg.priority_sampling.model_dump(mode="json"),
         "reward": cfg.reward.model_dump(mode="json"), "use_overclar_penalty": cfg.use_overclar_penalty,
+        "difficulty_fit": cfg.difficulty_fit.model_dump(mode="json") if cfg.difficulty_fit.enable else None,
+        "fit_train_sha256": sha(FIT_TRAIN) if cfg.difficulty_fit.enable else None,
         "data": {"seed_pool": cfg.seed_pool, "seed_pool_sha256": sha(cfg.seed_pool),
                  "train_path": cfg.data.train_path, "train_sha256": sha(cfg.data.train_path),
                  "weights_sha256": sha(cfg.reward.weights)},
@@ -59,7 +62,7 @@ def measure(ws, cfg, *, prompts: int, progress=None) -> dict:
     from rc1.rewards.reward import RewardModel
     from rc1.strategies.common import rollout_stats, score_rollout
     from rc1.training.base import rollout_seed
-    from rc1.training.sampler import PrioritySampler, load_training_items
+    from rc1.training.sampler import load_training_items, make_sampler
 
     cfg = cfg.model_copy(deep=True)
     if cfg.engine.name == "trl":
@@ -68,7 +71,7 @@ def measure(ws, cfg, *, prompts: int, progress=None) -> dict:
         torch.set_num_threads(cfg.run.threads)
     ident, settings = signal_identity(ws, cfg)
     seed_items, other_items, _ = load_training_items(ws, cfg)
-    sampler = PrioritySampler.from_config(cfg, seed_items, other_items)
+    sampler = make_sampler(cfg, seed_items, other_items)
     reward = RewardModel.from_config(cfg, ws)
     engine = PurePTEngine(ws, reward_model=reward)
     engine.setup(cfg)

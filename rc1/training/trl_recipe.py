@@ -41,7 +41,7 @@ class TRLRecipe(RecipeBase):
     def setup(self) -> None:
         from rc1.engines.base import engine_class
         from rc1.envs.env import episode_messages
-        from rc1.training.sampler import PrioritySampler
+        from rc1.training.sampler import make_sampler
 
         cfg = self.cfg
         self.setup_run()
@@ -50,7 +50,7 @@ class TRLRecipe(RecipeBase):
         self.engine.setup(cfg)
         accum, P = cfg.run.gradient_accumulation, cfg.strategy.prompts_per_step
         # The whole prompt sequence, drawn up front from a fresh sampler: the same on every (re)start.
-        sampler = PrioritySampler.from_config(cfg, *self.sampler_sources)
+        sampler = make_sampler(cfg, *self.sampler_sources)  # the curriculum cannot move: TRL draws up front
         rows = []
         for step in range(cfg.run.max_steps):
             for _ in range(accum):

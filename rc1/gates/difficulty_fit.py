@@ -1,0 +1,74 @@
+"""Round 2: the work was fitted to this model (rc1 data fit, rc1.training.fit).
+
+With `difficulty_fit.enable`, reads reports/difficulty_fit.json and refuses it unless its sha256 sidecar
+verifies, its identity is the current config's (model, generation settings, fit settings, ladder, templates,
+reward), and the item files it wrote are the ones on disk (sha256). Then at least one task must have a
+level inside the band: otherwise the run would train on items the model never solves (or always solves),
+and the refusal shows the table and the fix. Without the fit the gate is not applicable.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rc1.gates.base import Check, GateContext, GateResult
+from rc1.runtime.fingerprint import Evidence, read_sidecar, sha256_file
+from rc1.runtime.layout import DIFFICULTY_FIT_REPORT as REPORT
+
+
+def evaluate(ctx: GateContext) -> GateResult:
+    res = GateResult("difficulty_fit")
+    cfg = ctx.config
+    if cfg is None or not cfg.difficulty_fit.enable:
+        res.checks.append(Check.not_applicable("difficulty fit", "difficulty_fit.enable is off: training samples the "
+                                                                 "seed pool"))
+        return res
+    cmd = f"rc1 data fit --config {ctx.config_path or 'P'}"
+    path = ctx.ws.path(REPORT)
+    if not path.exists():
+        res.checks.append(Check("difficulty-fit report", None, "exists", False, f"{REPORT} missing: run `{cmd}`"))
+        return res
+    digest = sha256_file(path)
+    res.evidence.append(Evidence(ctx.ws.rel(path), digest))
+    side = read_sidecar(path)
+    if side != digest:
+        res.checks.append(Check("difficulty-fit report sha256", digest[:12], "matches its .sha256 sidecar", False,
+                                "no sidecar" if side is None else "the report was edited after it was written"))
+        return res
+    rep = json.loads(path.read_text())
+    from rc1.training.fit import fit_identity, table_text
+
+    ident, settings = fit_identity(ctx.ws, cfg)
+    if rep.get("identity") != ident:
+        changed = sorted(k for k in settings if rep.get("settings", {}).get(k) != settings[k])
+        res.checks.append(Check("difficulty-fit report is for this config", rep.get("identity", "")[:12],
+                                f"== {ident[:12]}", False,
+                                f"made with other settings ({', '.join(changed) or 'unknown'}): run `{cmd}` again"))
+        return res
+    res.checks.append(Check("difficulty-fit report is for this config", ident[:12], f"== {ident[:12]}", True,
+                            f"model {settings['model']}, band {settings['fit']['band']}, ladder {settings['ladder']}"))
+    stale = []
+    for rel, info in (rep.get("files") or {}).items():
+        if not isinstance(info, dict):
+            continue
+        p = ctx.ws.path(rel)
+        now = sha256_file(p) if p.exists() else None
+        if now is not None:
+            res.evidence.append(Evidence(rel, now))
+        if now != info.get("sha256"):
+            stale.append(rel)
+    res.checks.append(Check("fitted item files are the report's", ", ".join(stale) or "all verify",
+                            "sha256 as written", not stale,
+                            f"changed or missing since the fit: {', '.join(stale)}; run `{cmd}` again" if stale else
+                            ", ".join(f"{k} ({v['n']})" for k, v in rep["files"].items() if isinstance(v, dict))))
+    kept = rep.get("kept") or []
+    lo, hi = rep["band"]
+    dropped = "; ".join(f"{t}: {why}" for t, why in (rep.get("dropped") or {}).items())
+    res.checks.append(Check("tasks with a level in the band", len(kept), ">= 1", bool(kept),
+                            (rep["summary"] if kept else
+                             f"no task has a level whose pass rate lies in [{lo:g}, {hi:g}] ({dropped}); fix: "
+                             "another difficulty_fit.band, lower difficulty_fit.levels, or another base model "
+                             f"(model.base)") + (f"; dropped: {dropped}" if kept and dropped else "")))
+    if not kept:
+        res.notes.extend(table_text(rep).splitlines())
+    return res

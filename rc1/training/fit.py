@@ -1,0 +1,290 @@
+"""The difficulty fit: which levels of each task's ladder can this model learn from?
+
+`rc1 data fit --config P` (a pipeline stage before round 1) samples the base policy on fresh items of
+each built-in task x ladder level (rc1.data.ladder), exactly as training will sample it (the training
+engine, temperature, turn limit and reward), and estimates each level's pass@1 with a Wilson 95 % CI.
+A level is chosen when its pass rate lies inside `difficulty_fit.band` (DAPO and OpenRLHF keep only
+groups whose pass rate is strictly between 0 and 1; a level inside the band gives such groups often).
+Per task it walks the ladder upwards from the lowest level of `difficulty_fit.levels` and stops after
+the first level below the band (the levels above it are harder by construction), so the cost is
+bounded: at most every level once, `items_per_level` x `samples` episodes each.
+
+Then it builds, from the chosen levels only, three disjoint item files (own random streams, and any
+item whose prompt text equals a held-out or dev item's is dropped from training):
+
+  data/fit/train.jsonl    training items: every chosen level, plus the next harder level (its initial
+                          sampling weight `next_level_share`, so the curriculum can move up)
+  data/fit/dev.jsonl      dev items of the chosen levels (choose best/; never the held-out set)
+  data/fit/heldout.jsonl  held-out items of the chosen levels: eval set (a), what the RC1 gate judges
+
+A task with no level in the band is dropped from training with the reason (too hard: even its lowest
+level is below the band; too easy: every level is above it). The report reports/difficulty_fit.json
+carries the table (task x level: n, successes, pass rate, CI, chosen), the chosen levels, the cost,
+and the identity of everything the numbers depend on; the round-2 gate refuses a report made for
+another model, config or data.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+from rc1.runtime.atomic import atomic_write_json
+from rc1.runtime.errors import ConfigError
+from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json
+from rc1.runtime.layout import DIFFICULTY_FIT_REPORT as REPORT
+from rc1.runtime.layout import FIT_DEV, FIT_HELDOUT, FIT_TRAIN
+
+log = logging.getLogger("rc1.data")
+
+REPORT_VERSION = 1
+CONFIDENCE = 0.95
+
+
+def wilson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (scipy's)."""
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return (0.0, 1.0)
+    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return (float(ci.low), float(ci.high))
+
+
+def fit_tasks(cfg) -> list[str]:
+    """The built-in tasks of the mix (with weight > 0) that have a ladder."""
+    from rc1.data.ladder import LADDER
+
+    return [t for t, w in cfg.datasets.mix.items() if w > 0 and t in LADDER]
+
+
+def level_range(cfg, task: str) -> list[int]:
+    from rc1.data.ladder import LADDER
+
+    known = [lv.n for lv in LADDER[task]]
+    lo, hi = cfg.difficulty_fit.levels.get(task, (known[0], known[-1]))
+    return [n for n in known if lo <= n <= hi]
+
+
+def fit_identity(ws, cfg) -> tuple[str, dict]:
+    """(sha256, settings) of everything the fit's numbers and items depend on."""
+    from rc1.data.ladder import LADDER_VERSION
+
+    wpath = ws.path(cfg.reward.weights)
+    tdir = ws.path(cfg.pool.templates_dir)
+    settings = {
+        "model": cfg.model.base, "revision": cfg.model.revision, "max_new_tokens": cfg.model.max_new_tokens,
+        "temperature": cfg.model.temperature, "top_p": cfg.model.top_p, "max_length": cfg.data.max_length,
+        "max_turns": 1 if cfg.engine.name == "trl" else cfg.strategy.max_turns, "engine": cfg.engine.name,
+        "multi_turn": cfg.strategy.multi_turn, "mix": dict(cfg.datasets.mix),
+        "fit": cfg.difficulty_fit.model_dump(mode="json"), "ladder": LADDER_VERSION,
+        "pool": {"templates_dir": cfg.pool.templates_dir, "tools": list(cfg.pool.tools), "max_turns": cfg.pool.max_turns,
+                 "templates_sha256": {p.name: sha256_file(p) for p in sorted(tdir.glob("*.json"))} if tdir.is_dir() else None},
+        "reward": cfg.reward.model_dump(mode="json"),
+        "weights_sha256": sha256_file(wpath) if wpath.exists() else None,
+    }
+    return sha256_json(settings), settings
+
+
+class _Items:
+    """Ladder items of the run's templates, each from its own random stream `<space>:<seed>:<task>:<level>:<i>`."""
+
+    def __init__(self, ws, cfg):
+        from rc1.data.pool import BuildParams, CLARIFY_WEIGHT, LEVEL_WEIGHTS
+        from rc1.data.templates import load_pack
+
+        self.cfg = cfg
+        self.params = BuildParams(n=1, templates_dir=ws.path(cfg.pool.templates_dir), seed=cfg.difficulty_fit.seed,
+                                  tools=list(cfg.pool.tools), max_turns=cfg.pool.max_turns, clarify_rate=0.0)
+        tasks = tuple(fit_tasks(cfg))
+        self.pack = load_pack(self.params.templates_dir, tasks=tasks) if tasks else {}
+        self.level_mean = {t: sum(w * CLARIFY_WEIGHT[lv] for w, lv in zip(ws_, ("easy", "medium", "hard")))
+                           for t, ws_ in LEVEL_WEIGHTS.items()}
+
+    def make(self, space: str, task: str, n: int, count: int, start: int = 0) -> list[dict]:
+        from rc1.data.ladder import level
+        from rc1.data.pool import make_level_item
+
+        seed = self.cfg.difficulty_fit.seed
+        out = []
+        for i in range(start, start + count):
+            rng = random.Random(f"{space}:{seed}:{task}:{n}:{i}")
+            it = make_level_item(task, n, rng, self.params, self.pack[task], f"{space}-{task}-L{n}-{i:05d}",
+                                 self.level_mean[task])
+            it["bucket"] = level(task, n).bucket
+            out.append(it)
+        return out
+
+
+def prompt_key(item: dict) -> str:
+    return "\n".join(str(m.get("content", "")) for m in item["messages"])
+
+
+def choose(levels: list[dict], band: tuple[float, float]) -> tuple[list[int], str | None]:
+    """(chosen level numbers, why the task is dropped or None)."""
+    lo, hi = band
+    measured = [r for r in levels if r["pass_rate"] is not None]
+    chosen = [r["level"] for r in measured if lo <= r["pass_rate"] <= hi]
+    if chosen:
+        return chosen, None
+    if not measured:
+        return [], "no level was measured"
+    if all(r["pass_rate"] > hi for r in measured):
+        return [], (f"too easy for this model: every level measured is above the band's upper end {hi:g} "
+                    f"(hardest: level {measured[-1]['level']} at {measured[-1]['pass_rate']:.2f})")
+    return [], (f"too hard for this model: level {measured[0]['level']} ({measured[0]['name']}) passes "
+                f"{measured[0]['pass_rate']:.2f} < {lo:g}" + (" and the levels above it do not reach the band"
+                                                                if len(measured) > 1 else ""))
+
+
+def measure(ws, cfg, *, progress=None) -> dict:
+    """Run the fit and write its item files and report (see the module docstring)."""
+    import torch
+
+    from rc1.data.io import dumps_item
+    from rc1.data.ladder import level as level_of
+    from rc1.engines.pure_pt import PurePTEngine
+    from rc1.rewards.reward import RewardModel
+    from rc1.runtime.atomic import atomic_output
+    from rc1.strategies.common import score_rollout
+
+    fc = cfg.difficulty_fit
+    tasks = fit_tasks(cfg)
+    if not tasks:
+        raise ConfigError("difficulty_fit: the mix (datasets.mix) names no built-in task with a ladder "
+                          f"(mix: {dict(cfg.datasets.mix)}); a custom task is fitted per item")
+    cfg = cfg.model_copy(deep=True)
+    if cfg.engine.name == "trl":
+        cfg.strategy.max_turns = 1
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
+    ident, settings = fit_identity(ws, cfg)
+    maker = _Items(ws, cfg)
+    reward = RewardModel.from_config(cfg, ws)
+    engine = PurePTEngine(ws, reward_model=reward)
+    engine.setup(cfg)
+    t0 = time.perf_counter()
+    episodes_n = tokens = 0
+    table: dict[str, dict] = {}
+    for ti, task in enumerate(tasks):
+        rows: list[dict] = []
+        for n in level_range(cfg, task):
+            lv = level_of(task, n)
+            items = maker.make("fit", task, n, fc.items_per_level)
+            t1 = time.perf_counter()
+            eps = engine.rollout(items, fc.samples, seed=fc.seed + 1000 * ti + n)
+            reps = [it for it in items for _ in range(fc.samples)]
+            ro = score_rollout(reps, eps, reward, fc.samples)
+            k, total = sum(ro.successes), len(ro.successes)
+            ci = wilson(k, total)
+            comp = [sum(ep.action_mask) for ep in eps]
+            episodes_n += total
+            tokens += sum(comp)
+            row = {"level": n, "name": lv.name, "bucket": lv.bucket, "items": len(items), "n": total, "successes": k,
+                   "pass_rate": k / total, "ci": [round(ci[0], 4), round(ci[1], 4)],
+                   "truncation_rate": sum(bool(ep.truncated) for ep in eps) / total,
+                   "completion_tokens_mean": sum(comp) / total, "seconds": round(time.perf_counter() - t1, 2),
+                   "item_pass_rates": ro.group_success()}
+            rows.append(row)
+            if progress:
+                progress(f"difficulty fit: {task} level {n} ({lv.name}): {k}/{total} = {k / total:.2f}")
+            log.info("difficulty fit: %s level %d (%s): %d/%d = %.3f, CI [%.3f, %.3f]", task, n, lv.name, k, total,
+                     k / total, *ci)
+            if k / total < fc.band[0]:
+                break  # harder levels lie above this one: not measured
+        chosen, dropped = choose(rows, fc.band)
+        for r in rows:
+            r["chosen"] = r["level"] in chosen
+        measured = {r["level"] for r in rows}
+        for n in level_range(cfg, task):
+            if n not in measured:
+                rows.append({"level": n, "name": level_of(task, n).name, "bucket": level_of(task, n).bucket,
+                             "items": 0, "n": 0, "successes": 0, "pass_rate": None, "ci": None, "chosen": False,
+                             "not_measured": "above a level below the band"})
+        above = [n for n in level_range(cfg, task) if chosen and n > max(chosen)]
+        nxt = above[0] if above and fc.next_level_share > 0 else None
+        table[task] = {"levels": rows, "chosen": chosen, "next_level": nxt, "dropped": dropped is not None,
+                       "reason": dropped}
+        if dropped:
+            log.warning("difficulty fit: %s dropped from training: %s", task, dropped)
+    fit_seconds = time.perf_counter() - t0
+    kept = [t for t in tasks if table[t]["chosen"]]
+
+    files = {}
+    if kept:
+        held, dev, train = [], [], []
+        for task in kept:
+            ch = table[task]["chosen"]
+            for j, n in enumerate(ch):
+                share = lambda total: total // len(ch) + (1 if j < total % len(ch) else 0)  # noqa: E731
+                held += maker.make("fitheld", task, n, share(fc.heldout_per_task))
+                dev += maker.make("fitdev", task, n, share(fc.dev_per_task))
+            for n in ch + ([table[task]["next_level"]] if table[task]["next_level"] is not None else []):
+                role = "chosen" if n in ch else "next"
+                for it in maker.make("fittrain", task, n, fc.train_per_level):
+                    it["meta"]["fit_role"] = role
+                    train.append(it)
+        seen = {prompt_key(it) for it in held + dev}
+        before = len(train)
+        train = [it for it in train if prompt_key(it) not in seen]
+        dev_keys = {prompt_key(it) for it in held}
+        dev = [it for it in dev if prompt_key(it) not in dev_keys]
+        for rel, rows in ((FIT_TRAIN, train), (FIT_DEV, dev), (FIT_HELDOUT, held)):
+            path = ws.path(rel)
+            with atomic_output(path) as fh:
+                for it in rows:
+                    fh.write(dumps_item(it) + "\n")
+            register_artifact(ws, path, "difficulty_fit_items", identity=ident, n=len(rows))
+            files[rel] = {"n": len(rows), "sha256": sha256_file(path)}
+        files["dropped_as_duplicates"] = before - len(train)
+    report = {
+        "version": REPORT_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "identity": ident, "settings": settings, "band": list(fc.band), "confidence": CONFIDENCE,
+        "tasks": table, "kept": kept, "dropped": {t: table[t]["reason"] for t in tasks if table[t]["dropped"]},
+        "files": files, "episodes": episodes_n, "completion_tokens": tokens, "seconds": round(fit_seconds, 2),
+        "summary": summary_line(table, kept),
+    }
+    path = atomic_write_json(ws.path(REPORT), report)
+    register_artifact(ws, path, "difficulty_fit", identity=ident)
+    log.info("difficulty fit: %s (%d episodes, %.0f s)", report["summary"], episodes_n, fit_seconds)
+    return report
+
+
+def summary_line(table: dict, kept: list[str]) -> str:
+    """One sentence: which levels were chosen per task, which tasks were dropped."""
+    parts = []
+    for task, t in table.items():
+        if t["chosen"]:
+            names = {r["level"]: r["name"] for r in t["levels"]}
+            parts.append(f"{task} levels {', '.join(f'{n} ({names[n]})' for n in t['chosen'])}"
+                         + (f" + level {t['next_level']} to grow into" if t.get("next_level") is not None else ""))
+        else:
+            parts.append(f"{task} dropped ({t['reason']})")
+    return "trained and evaluated on " + "; ".join(parts) if kept else "no task has a level in the band: " + "; ".join(parts)
+
+
+def read_report(ws) -> dict | None:
+    import json
+
+    p = ws.path(REPORT)
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def table_text(report: dict) -> str:
+    """The fit's table as plain text (task x level -> n, pass rate with CI, chosen)."""
+    lines = [f"{'task':<11} {'lvl':>3}  {'level':<28} {'n':>4} {'pass':>6}  {'95% CI':<15} chosen"]
+    lo, hi = report["band"]
+    for task, t in report["tasks"].items():
+        for r in t["levels"]:
+            if r["pass_rate"] is None:
+                lines.append(f"{task:<11} {r['level']:>3}  {r['name']:<28} {'-':>4} {'-':>6}  {'not measured':<15}")
+                continue
+            ci = f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]"
+            mark = "yes" if r["chosen"] else ("next" if r["level"] == t.get("next_level") else "")
+            lines.append(f"{task:<11} {r['level']:>3}  {r['name']:<28} {r['n']:>4} {r['pass_rate']:>6.2f}  {ci:<15} {mark}")
+    lines.append(f"band [{lo:g}, {hi:g}]; {report['summary']}")
+    return "\n".join(lines)
