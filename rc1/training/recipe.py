@@ -46,7 +46,7 @@ from pathlib import Path
 
 from rc1.engines.contract import Batch, StepPlan
 from rc1.runtime import checkpoint as ckpt
-from rc1.rewards.live import JudgeFault
+from rc1.judge.live import JudgeFault
 from rc1.envs.verifiers import VerifierError
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fatal import CONTEXT

@@ -7,7 +7,7 @@
     with judge_server(ws) as info:  # for tests and scripts
         ...
 
-The server is `llama_cpp.server` started through `rc1.rewards.llama_launch` (which only turns off
+The server is `llama_cpp.server` started through `rc1.judge.llama_launch` (which only turns off
 llama.cpp's AMX/repack CPU buffers that crash on some CPUs). It runs detached (its own session) so `rc1 judge serve` can return; its pid, port,
 base_url and model are in reports/state/judge.json and its output in logs/judge_server.log.
 """
@@ -70,7 +70,7 @@ def _alive(pid: int) -> bool:
         import psutil
 
         p = psutil.Process(pid)
-        return p.status() != psutil.STATUS_ZOMBIE and any(m in a for a in p.cmdline() for m in ("llama_cpp.server", "rc1.rewards.llama_launch"))
+        return p.status() != psutil.STATUS_ZOMBIE and any(m in a for a in p.cmdline() for m in ("llama_cpp.server", "rc1.judge.llama_launch"))
     except Exception:  # noqa: BLE001 - NoSuchProcess, AccessDenied, psutil missing
         try:
             os.kill(pid, 0)
@@ -116,8 +116,8 @@ def start_judge(ws: Workspace, gguf: str | os.PathLike | None = None, *, port: i
     port = port or free_port()
     log_path = ws.path(LOG_FILE)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    # rc1.rewards.llama_launch runs llama_cpp.server's main() (see there for why it wraps it).
-    cmd = [sys.executable, "-m", "rc1.rewards.llama_launch", "--model", str(model_path), "--host", "127.0.0.1",
+    # rc1.judge.llama_launch runs llama_cpp.server's main() (see there for why it wraps it).
+    cmd = [sys.executable, "-m", "rc1.judge.llama_launch", "--model", str(model_path), "--host", "127.0.0.1",
            "--port", str(port), "--model_alias", model_alias, "--n_ctx", str(n_ctx), "--verbose", "False"]
     if extra_bufts:
         cmd.append("--rc1-extra-bufts")

@@ -34,7 +34,7 @@ CREATE INDEX IF NOT EXISTS ledger_run ON ledger(run_id);
 """
 
 
-TRAIN_RUN_PREFIX = "train-"  # ledger run ids of the judge in the training loop (rc1.rewards.live)
+TRAIN_RUN_PREFIX = "train-"  # ledger run ids of the judge in the training loop (rc1.judge.live)
 
 
 def cache_key(endpoint: str, model: str, messages: list[dict], params: dict, rubric_version: str) -> str:
