@@ -315,10 +315,6 @@ class JudgeClient:
         self.write_stats()
         return out
 
-    def score_messages(self, requests: list[tuple[str, list[dict]]]) -> list[JudgeScore]:
-        """K samples for each (item_id, messages) of the `grade` method (a 0-10 grade in the reply)."""
-        return self.score_requests([JudgeRequest(iid, msgs) for iid, msgs in requests])
-
     def score(self, item: dict, response: str, item_id: str | None = None) -> JudgeScore:
         return self.score_many([(item, response)], [item_id] if item_id else None)[0]
 
