@@ -71,8 +71,9 @@ def bench_judge(ws: Workspace, items: int) -> dict:
         try:
             if running is not None:  # reuse the operator's server: point a temp pid file at it
                 from rc1.runtime.atomic import atomic_write_json
+                from rc1.runtime.layout import JUDGE_SERVER_STATE
 
-                atomic_write_json(tmp_ws.path("reports/state/judge.json"), running)
+                atomic_write_json(tmp_ws.path(JUDGE_SERVER_STATE), running)
             for conc in (1, 4):
                 scorer = ScorerSection(provider="local", samples=1, concurrency=conc, max_tokens=4,
                                        cache_path=f"reports/bench_cache_{conc}.sqlite")

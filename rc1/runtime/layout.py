@@ -14,6 +14,18 @@ SHADOW_SET = "data/shadow_eval_245.jsonl"
 TRAIN_MIN = "data/train_min.jsonl"
 EVAL_MIN = "data/eval_min.jsonl"
 
+# data/: model answers (rc1.rewards.responses); dev_base: the base model's answers to the dev split, which
+# difficulty validation and calibration read
+DEV_BASE_TAG = "dev_base"
+
+
+def responses_path(tag: str, *, shadow: bool = True) -> str:
+    """The answers file of `tag`: to the shadow set (shadow=True), or to an items file such as the dev split."""
+    return f"data/shadow_responses_{tag}.jsonl" if shadow else f"data/responses_{tag}.jsonl"
+
+
+DEV_BASE_RESPONSES = responses_path(DEV_BASE_TAG, shadow=False)
+
 # configs/
 WEIGHTS = "configs/weights.json"
 
@@ -25,6 +37,8 @@ JUDGE_STATS = "reports/judge_stats.json"              # the judge client's figur
 JUDGE_STATS_TRAIN = "reports/judge_stats_train.json"  # the live judge's figures during training
 JUDGE_UNSTABLE = "reports/unstable_samples.jsonl"     # grades whose variance exceeded reward.unstable_variance
 PROBE_REPORT = "reports/scorer_probe.json"
+JUDGE_SERVER_STATE = "reports/state/judge.json"       # the local judge server's pid, port, base_url, model
+JUDGE_SERVER_LOG = "logs/judge_server.log"
 SCALE_REPORTS = "reports/scale"                       # <stage>_{before,after}.json of the scale gate
 LEARNING_SIGNAL_REPORT = "reports/learning_signal.json"
 GATE_REPORTS = "reports/gates"            # one <gate>.json per gate: its last run
