@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,32 @@ class SampleResult:
 
 
 @dataclass
+class CallTally:
+    """Counts over judge samples: the client's run totals (judge_stats.json) and the live judge's step figures."""
+
+    samples: int = 0
+    cache_hits: int = 0
+    live: int = 0
+    failed: int = 0
+    errors: int = 0
+    attempts: int = 0
+    n429: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, r: SampleResult) -> None:
+        self.samples += 1
+        self.cache_hits += r.provenance == "cache"
+        self.live += r.provenance == "live" and r.status != "error"
+        self.failed += r.status == "failed"
+        self.errors += r.status == "error"
+        self.attempts += r.attempts
+        self.n429 += r.n429
+        self.prompt_tokens += r.prompt_tokens
+        self.completion_tokens += r.completion_tokens
+
+
+@dataclass
 class JudgeScore:
     item_id: str
     median: float | None
@@ -130,8 +156,8 @@ class JudgeClient:
         self.stats_path = stats_path
         self.store = JudgeStore(ws.path(scorer.cache_path))
         self._lock = threading.Lock()
-        self._stats = {"samples": 0, "cache_hits": 0, "live": 0, "failed": 0, "errors": 0, "attempts": 0,
-                       "n429": 0, "prompt_tokens": 0, "completion_tokens": 0, "unstable": 0, "scores": 0}
+        self._tally = CallTally()
+        self._scored = {"unstable": 0, "scores": 0}
         self._latencies: list[float] = []
         self._started = time.time()
         from openai import OpenAI
@@ -286,16 +312,7 @@ class JudgeClient:
 
     def _account(self, r: SampleResult) -> None:
         with self._lock:
-            s = self._stats
-            s["samples"] += 1
-            s["cache_hits"] += r.provenance == "cache"
-            s["live"] += r.provenance == "live" and r.status != "error"
-            s["failed"] += r.status == "failed"
-            s["errors"] += r.status == "error"
-            s["attempts"] += r.attempts
-            s["n429"] += r.n429
-            s["prompt_tokens"] += r.prompt_tokens
-            s["completion_tokens"] += r.completion_tokens
+            self._tally.add(r)
             if r.latency_s is not None:
                 self._latencies.append(r.latency_s)
 
@@ -337,8 +354,8 @@ class JudgeClient:
         score = JudgeScore(item_id, med, var, samples, unstable, self.reward.unstable_downweight if unstable else 1.0,
                            dims=per_dim)
         with self._lock:
-            self._stats["scores"] += 1
-            self._stats["unstable"] += unstable
+            self._scored["scores"] += 1
+            self._scored["unstable"] += unstable
         if unstable:
             append_line(self.ws.path(JUDGE_UNSTABLE), json.dumps({
                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "run_id": self.run_id,
@@ -351,7 +368,7 @@ class JudgeClient:
     # ------------------------------------------------------------------ stats
     def stats(self) -> dict:
         with self._lock:
-            s = dict(self._stats)
+            s = {**asdict(self._tally), **self._scored}
             lat = list(self._latencies)
         requests = s["attempts"]
         return {

@@ -27,7 +27,7 @@ import logging
 import time
 
 from rc1.judge.cache import TRAIN_RUN_PREFIX
-from rc1.judge.client import JudgeClient, JudgeRequestError, JudgeScore, percentile
+from rc1.judge.client import CallTally, JudgeClient, JudgeRequestError, JudgeScore, percentile
 from rc1.judge.prompts import JudgeRequest, dims_messages, reference_text
 from rc1.judge.providers import grading_method
 from rc1.runtime.layout import JUDGE_STATS_TRAIN
@@ -81,8 +81,7 @@ class TrainingJudge:
 
     @staticmethod
     def _fresh_step() -> dict:
-        return {"calls": 0, "live": 0, "cache": 0, "failed": 0, "errors": 0, "n429": 0, "prompt_tokens": 0,
-                "completion_tokens": 0, "latencies": [], "unstable": 0, "seconds": 0.0}
+        return {"tally": CallTally(), "latencies": [], "unstable": 0, "seconds": 0.0}
 
     # ------------------------------------------------------------------ setup
     def preflight(self) -> None:
@@ -117,14 +116,7 @@ class TrainingJudge:
             s["latencies"] += self.client._latencies[n_lat:]
         for sc in scores:
             for smp in sc.samples:
-                s["calls"] += 1
-                s["live"] += smp.provenance == "live" and smp.status != "error"
-                s["cache"] += smp.provenance == "cache"
-                s["failed"] += smp.status == "failed"
-                s["errors"] += smp.status == "error"
-                s["n429"] += smp.n429
-                s["prompt_tokens"] += smp.prompt_tokens
-                s["completion_tokens"] += smp.completion_tokens
+                s["tally"].add(smp)
             s["unstable"] += sc.unstable
         for sc in scores:
             if sc.ok:
@@ -147,19 +139,20 @@ class TrainingJudge:
     def step_figures(self) -> dict:
         """The judge's metrics of the step since the last call (metrics.jsonl `judge/*`), totals added."""
         s, self._step = self._step, self._fresh_step()
-        tokens = s["prompt_tokens"] + s["completion_tokens"]
-        cost = self.cost_of(s["prompt_tokens"], s["completion_tokens"])
+        n = s["tally"]
+        tokens = n.prompt_tokens + n.completion_tokens
+        cost = self.cost_of(n.prompt_tokens, n.completion_tokens)
         t = self.totals
-        t["calls"] += s["calls"]
-        t["live"] += s["live"]
-        t["cache"] += s["cache"]
+        t["calls"] += n.samples
+        t["live"] += n.live
+        t["cache"] += n.cache_hits
         t["billable_tokens"] += tokens
         t["cost"] += cost
         t["unstable"] += s["unstable"]
         t["seconds"] += s["seconds"]
         self.client.write_stats()
-        return {"judge/calls": s["calls"], "judge/live": s["live"], "judge/cache": s["cache"],
-                "judge/failed": s["failed"], "judge/errors": s["errors"], "judge/n429": s["n429"],
+        return {"judge/calls": n.samples, "judge/live": n.live, "judge/cache": n.cache_hits,
+                "judge/failed": n.failed, "judge/errors": n.errors, "judge/n429": n.n429,
                 "judge/billable_tokens": tokens, "judge/cost": cost,
                 "judge/latency_p50_s": percentile(s["latencies"], 0.5),
                 "judge/latency_p95_s": percentile(s["latencies"], 0.95),
