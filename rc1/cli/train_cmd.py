@@ -12,13 +12,11 @@ import typer
 
 from rc1.cli.common import print_checks, workspace
 from rc1.runtime.errors import ConfigError
-from rc1.trainer import TrainRequest
+from rc1.trainer import TrainingRefused, TrainRequest, run_training
 
 
 def _train(request: TrainRequest) -> int:
     """Run the trainer process (rc1.trainer) and print what it says; a refused gate prints its checks first."""
-    from rc1.trainer import TrainingRefused, run_training
-
     try:
         outcome = run_training(workspace(), request)
     except TrainingRefused as exc:
@@ -88,8 +86,9 @@ def register(app: typer.Typer) -> None:
                                 extra_args=_detached_args(resume_fallback, seed_index, nproc, accelerate_config))
             typer.echo(f"trainer started (pid {pid}); logs/train.log, `rc1 stop` to stop it")
             return
-        raise typer.Exit(_train(TrainRequest(config, resume, resume_fallback, max_steps, seed_index, nproc,
-                                             accelerate_config, dry_run)))
+        raise typer.Exit(_train(TrainRequest(config=config, resume=resume, resume_fallback=resume_fallback,
+                                             max_steps=max_steps, seed_index=seed_index, nproc=nproc,
+                                             accelerate_config=accelerate_config, dry_run=dry_run)))
 
     @app.command("resume")
     def resume_cmd(
@@ -111,8 +110,9 @@ def register(app: typer.Typer) -> None:
                                 extra_args=_detached_args(resume_fallback, seed_index, nproc, accelerate_config))
             typer.echo(f"trainer resumed (pid {pid})")
             return
-        raise typer.Exit(_train(TrainRequest(config, checkpoint, resume_fallback, max_steps, seed_index, nproc,
-                                             accelerate_config)))
+        raise typer.Exit(_train(TrainRequest(config=config, resume=checkpoint, resume_fallback=resume_fallback,
+                                             max_steps=max_steps, seed_index=seed_index, nproc=nproc,
+                                             accelerate_config=accelerate_config)))
 
     @app.command("stop")
     def stop(
