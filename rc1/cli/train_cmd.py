@@ -36,12 +36,20 @@ DryRunOption = Annotated[bool, typer.Option(
     "--dry-run", help="check what this machine would launch (processes, backend, accelerate config); start nothing")]
 
 
-def _detached_args(resume_fallback: bool, seed_index: int, nproc: int | None, accelerate_config: str | None) -> list[str]:
-    extra = ["--resume-fallback"] if resume_fallback else []
-    extra += ["--seed-index", str(seed_index)] if seed_index else []
-    extra += ["--nproc", str(nproc)] if nproc else []
-    extra += ["--accelerate-config", accelerate_config] if accelerate_config else []
-    return extra
+def _start(request: TrainRequest, *, detach: bool, started: str) -> None:
+    """Train in this process, or (`--detach`) start `rc1 train` in the background and print `started`."""
+    if detach and not request.dry_run:
+        from rc1.runtime.trainer_proc import start_trainer
+
+        extra = ["--resume-fallback"] if request.resume_fallback else []
+        extra += ["--seed-index", str(request.seed_index)] if request.seed_index else []
+        extra += ["--nproc", str(request.nproc)] if request.nproc else []
+        extra += ["--accelerate-config", request.accelerate_config] if request.accelerate_config else []
+        pid = start_trainer(workspace(), request.config, resume=request.resume, max_steps=request.max_steps,
+                            extra_args=extra)
+        typer.echo(started.format(pid=pid))
+        return
+    raise typer.Exit(_train(request))
 
 
 def register(app: typer.Typer) -> None:
@@ -79,16 +87,9 @@ def register(app: typer.Typer) -> None:
         detach: Annotated[bool, typer.Option("--detach", help="run in the background (logs/train.log)")] = False,
     ) -> None:
         """Train (needs the machine in round2_pass; or training with --resume)."""
-        if detach and not dry_run:
-            from rc1.runtime.trainer_proc import start_trainer
-
-            pid = start_trainer(workspace(), config, resume=resume, max_steps=max_steps,
-                                extra_args=_detached_args(resume_fallback, seed_index, nproc, accelerate_config))
-            typer.echo(f"trainer started (pid {pid}); logs/train.log, `rc1 stop` to stop it")
-            return
-        raise typer.Exit(_train(TrainRequest(config=config, resume=resume, resume_fallback=resume_fallback,
-                                             max_steps=max_steps, seed_index=seed_index, nproc=nproc,
-                                             accelerate_config=accelerate_config, dry_run=dry_run)))
+        _start(TrainRequest(config=config, resume=resume, resume_fallback=resume_fallback, max_steps=max_steps,
+                            seed_index=seed_index, nproc=nproc, accelerate_config=accelerate_config, dry_run=dry_run),
+               detach=detach, started="trainer started (pid {pid}); logs/train.log, `rc1 stop` to stop it")
 
     @app.command("resume")
     def resume_cmd(
@@ -103,16 +104,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Continue the run from its latest (or the given) checkpoint (on any number of processes that
         divides run.gradient_accumulation: the same computation)."""
-        if detach:
-            from rc1.runtime.trainer_proc import start_trainer
-
-            pid = start_trainer(workspace(), config, resume=checkpoint, max_steps=max_steps,
-                                extra_args=_detached_args(resume_fallback, seed_index, nproc, accelerate_config))
-            typer.echo(f"trainer resumed (pid {pid})")
-            return
-        raise typer.Exit(_train(TrainRequest(config=config, resume=checkpoint, resume_fallback=resume_fallback,
-                                             max_steps=max_steps, seed_index=seed_index, nproc=nproc,
-                                             accelerate_config=accelerate_config)))
+        _start(TrainRequest(config=config, resume=checkpoint, resume_fallback=resume_fallback, max_steps=max_steps,
+                            seed_index=seed_index, nproc=nproc, accelerate_config=accelerate_config),
+               detach=detach, started="trainer resumed (pid {pid})")
 
     @app.command("stop")
     def stop(

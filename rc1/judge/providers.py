@@ -18,7 +18,6 @@ from rc1.runtime.errors import ConfigError
 from rc1.runtime.workspace import Workspace
 
 LOCAL_PLACEHOLDER_KEY = "local-no-key"  # llama.cpp's server needs no key; the client needs a string
-METHODS = ("grade", "reference_match")
 DETERMINISTIC_METHODS = ("reference_match",)
 
 
