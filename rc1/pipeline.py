@@ -25,10 +25,10 @@ from rc1.state import store
 from rc1.state.table import STATES
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import verify_artifact
+from rc1.runtime.layout import DEV_BASE_RESPONSES  # `rc1 reward base-answers`
 from rc1.runtime.workspace import Workspace
 
 INTERRUPT_GRACE_S = 180  # a training step on a laptop CPU plus its checkpoint
-DEV_BASE_RESPONSES = "data/responses_dev_base.jsonl"  # `rc1 reward base-answers` (rc1.rewards.responses.DEV_BASE_TAG)
 
 
 class StageFailed(Rc1Error):

@@ -32,7 +32,7 @@ from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import read_sidecar, register_artifact, sha256_file, sha256_tree
 from rc1.runtime.fmt import fmt_num, fmt_pct, fmt_pp, fmt_pp_ci, fmt_rate_ci, measured
-from rc1.runtime.layout import DIFFICULTY_REPORT, SHADOW_MANIFEST
+from rc1.runtime.layout import DIFFICULTY_REPORT, SCALE_REPORTS, SHADOW_MANIFEST
 from rc1.runtime.layout import PIPELINE_TIMINGS as TIMINGS
 from rc1.runtime.layout import RC1_REPORT as REPORT_MD
 from rc1.runtime.workspace import Workspace
@@ -43,7 +43,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("rc1.eval")
 
 PLOTS_DIR = "reports/rc1/plots"
-SCALE_DIR = "reports/scale"
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -455,7 +454,7 @@ def _clarification_table(held: dict) -> list[str]:
 
 
 def _scale_section(ws: Workspace) -> list[str]:
-    d = ws.path(SCALE_DIR)
+    d = ws.path(SCALE_REPORTS)
     files = sorted(d.glob("*_after.json")) + sorted(d.glob("*_before.json")) if d.exists() else []
     if not files:
         return ["No scale-up stage has run yet (`rc1 scale run --stage scale_1000`)."]

@@ -20,7 +20,7 @@ from rc1.runtime.workspace import Workspace
 
 
 def bench_cache(n_keys: int, lookups: int) -> dict:
-    from rc1.rewards.cache import JudgeStore, cache_key
+    from rc1.judge.cache import JudgeStore, cache_key
 
     with tempfile.TemporaryDirectory() as d, JudgeStore(Path(d) / "bench.sqlite") as store:
         keys = [cache_key("http://127.0.0.1:1/v1", "m", [{"role": "user", "content": f"q{i}"}],
@@ -58,9 +58,9 @@ def bench_calibration(n: int = 245, folds: int = 5, bootstrap: int = 200) -> dic
 
 def bench_judge(ws: Workspace, items: int) -> dict:
     from rc1.config.schema import ScorerSection
-    from rc1.rewards.judge import JudgeClient
-    from rc1.rewards.judge_server import judge_server, running_judge
-    from rc1.rewards.probe import probe_items
+    from rc1.judge.client import JudgeClient
+    from rc1.judge.server import judge_server, running_judge
+    from rc1.judge.probe import probe_items
 
     out = {}
     with tempfile.TemporaryDirectory() as d:
@@ -71,8 +71,9 @@ def bench_judge(ws: Workspace, items: int) -> dict:
         try:
             if running is not None:  # reuse the operator's server: point a temp pid file at it
                 from rc1.runtime.atomic import atomic_write_json
+                from rc1.runtime.layout import JUDGE_SERVER_STATE
 
-                atomic_write_json(tmp_ws.path("reports/state/judge.json"), running)
+                atomic_write_json(tmp_ws.path(JUDGE_SERVER_STATE), running)
             for conc in (1, 4):
                 scorer = ScorerSection(provider="local", samples=1, concurrency=conc, max_tokens=4,
                                        cache_path=f"reports/bench_cache_{conc}.sqlite")

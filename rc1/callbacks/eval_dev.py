@@ -15,7 +15,7 @@ import json
 import logging
 
 from rc1.callbacks.base import BaseCallback
-from rc1.rewards.live import JudgeFault
+from rc1.judge.live import JudgeFault
 from rc1.runtime.atomic import append_line
 
 log = logging.getLogger("rc1.train")

@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         startup_timeout: Annotated[float, typer.Option(help="seconds to wait for GET /v1/models")] = 180.0,
     ) -> None:
         """Start the judge server (or report the one already running)."""
-        from rc1.rewards.judge_server import start_judge
+        from rc1.judge.server import start_judge
 
         ws = workspace()
         info = start_judge(ws, gguf, port=port, model_alias=model_alias, n_ctx=n_ctx, n_threads=threads,
@@ -34,14 +34,14 @@ def register(app: typer.Typer) -> None:
     @judge.command("stop")
     def stop() -> None:
         """Stop the judge server named by reports/state/judge.json."""
-        from rc1.rewards.judge_server import stop_judge
+        from rc1.judge.server import stop_judge
 
         typer.echo("judge stopped" if stop_judge(workspace()) else "no judge was running")
 
     @judge.command("status")
     def status() -> None:
         """Print the running judge's pid file, or exit 1 when none runs."""
-        from rc1.rewards.judge_server import healthy, running_judge
+        from rc1.judge.server import healthy, running_judge
 
         info = running_judge(workspace())
         if info is None:

@@ -56,13 +56,7 @@ def _root(
 
 
 for _name in COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(_name)
-    except ModuleNotFoundError as _exc:
-        if _exc.name != _name:
-            raise
-        continue  # a command group not built yet
-    _module.register(app)
+    importlib.import_module(_name).register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

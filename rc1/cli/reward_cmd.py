@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
 
         Exit 3 when the judge does not discriminate (AUC CI lower bound below gates scorer.auc_min), is not
         live, or its replies hold no valid grade."""
-        from rc1.rewards.probe import PROBE_REPORT, run_probe
+        from rc1.judge.probe import PROBE_REPORT, run_probe
         from rc1.runtime.errors import GateRefused
 
         ws = workspace()
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Exit 3 unless recent judge scores are live (cache hit rate below the threshold, no mock source): the
         training-time scores once the judge has graded in the training loop, the probe's before."""
-        from rc1.rewards.probe import assert_live
+        from rc1.judge.probe import assert_live
 
         ws = workspace()
         cfg = _config(ws, config)

@@ -343,11 +343,6 @@ class DatasetsSection(Strict):
     def _mix(cls, v: dict[str, float], info: ValidationInfo) -> dict[str, float]:
         return _check_mix(v, info.data["tasks"].keys() if "tasks" in info.data else None)
 
-    @property
-    def task_names(self) -> list[str]:
-        """Every task this config knows: the built-in ones and its custom ones."""
-        return task_order([*TASKS, *self.tasks])
-
 
 class PoolSection(Strict):
     """How the seed pool is built (rc1 data build-pool)."""

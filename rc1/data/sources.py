@@ -20,10 +20,8 @@ LOCAL_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 
 def load_source(task: str, where: str, *, split: str = "train", limit: int | None = None) -> list[dict]:
     """Records of `task` from a local file (by suffix) or a hub dataset `name[:config]`."""
-    try:
-        import datasets
-    except ImportError as exc:  # pragma: no cover - datasets is a declared dependency
-        raise ConfigError(f"reading {where} needs the 'datasets' package ({exc})") from None
+    import datasets
+
     p = Path(where)
     if p.suffix in LOCAL_BUILDERS:
         if not p.exists():

@@ -33,10 +33,8 @@ def _cache_dir() -> Path:
 
 
 def _from_loader(base: str) -> TokenCounter | None:
-    try:
-        from rc1.models.loader import load_tokenizer  # owned by the models area; may not exist yet
-    except ImportError:
-        return None
+    from rc1.models.loader import load_tokenizer
+
     try:
         tok = load_tokenizer(base)
     except Exception as exc:  # offline hub id, missing weights...: fall through to the next option

@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from rc1.engines.contract import ForwardOutput, StepPlan
 from rc1.envs.sampling import sampling_logits
+from rc1.models.loader import is_peft
 from rc1.runtime.checkpoint import (ADAPTER_FILE, KEY_EXTRA_MODULES, KEY_OPTIMIZER, KEY_PENDING_GRADS,
                                     KEY_SCALER, KEY_SCHEDULER, KEY_WEIGHTS, KEY_WEIGHTS_FILE, MODEL_FILE)
 from rc1.rewards.reward import score_all
@@ -132,7 +133,7 @@ class PurePTEngine:
         self.use_amp = self.device.type in ("cuda", "mps", "cpu") and self.amp_dtype != torch.float32
         load_dtype = torch.float32 if self.device.type == "cpu" or self.use_amp else self.amp_dtype
         self.model, self.tokenizer = self.model_loader(cfg, device=self.device, dtype=load_dtype, for_training=True)
-        self.is_peft = hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config")
+        self.is_peft = is_peft(self.model)
         if cfg.strategy.name in RL_STRATEGIES:
             self.dropout_off = disable_dropout(self.model)
         if self.use_amp and self.amp_dtype == torch.float16:

@@ -1,6 +1,6 @@
 """Round 1/2 check: the over-clarification penalty is on in the run config and behaves as specified.
 
-The behaviour is verified in-process with `rc1.rewards.penalties.overclar_penalty_cases` (the same
+The behaviour is verified in-process with `rc1.rewards.penalty_check.overclar_penalty_cases` (the same
 cases as tests/rewards/test_overclar_penalty.py), using the run config's alpha and cap.
 """
 
@@ -11,7 +11,7 @@ from rc1.runtime.fingerprint import Evidence
 
 
 def evaluate(ctx: GateContext) -> GateResult:
-    from rc1.rewards.penalties import overclar_penalty_cases
+    from rc1.rewards.penalty_check import overclar_penalty_cases
 
     res = GateResult("overclar_penalty")
     cfg = ctx.config

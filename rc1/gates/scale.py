@@ -7,7 +7,7 @@ first failing check; every later check is reported as "not run"):
   before   previous stage passed (its after-report verifies)   [stages after the first]
            diversity of the current pool      rc1.data.diversity.validate (pool thresholds)
            scorer stability                   the judge grades `stability_items` items' gold answers and a
-                                              wrong answer to each (rc1.rewards.probe.wrong_responses):
+                                              wrong answer to each (rc1.judge.probe.wrong_responses):
                                               mean variance of its K samples (not applicable for a
                                               deterministic method) and discrimination (AUC CI lower bound
                                               >= scorer.auc_min): a constant judge has variance 0 and fails
@@ -25,7 +25,7 @@ artifacts). An expansion file left by an interrupted run is reused only if its s
 and it has the stage's size; the after-checks re-verify it either way.
 
 `ctx.extras["judge"]` may hold a scorer with `score_many(pairs)` (JudgeClient's interface); by
-default a `rc1.rewards.judge.JudgeClient` is built from the run config. No judge reachable: the
+default a `rc1.judge.client.JudgeClient` is built from the run config. No judge reachable: the
 stability check fails and says how to start one.
 """
 
@@ -42,10 +42,9 @@ from rc1.gates.base import FAIL, NOT_APPLICABLE, NOT_MEASURABLE, PASS, Check, Ga
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import Evidence, register_artifact, sha256_file, verify_artifact
-from rc1.runtime.layout import V1_POOL
+from rc1.runtime.layout import SCALE_REPORTS, V1_POOL
 
 GATE = "scale"
-REPORT_DIR = "reports/scale"
 NOT_RUN = "not run"
 NOT_RUN_STATUS = "not_run"
 OVERSAMPLE = 2.5
@@ -57,7 +56,7 @@ def expansion_path(stage: str) -> str:
 
 
 def report_path(stage: str, phase: str) -> str:
-    return f"{REPORT_DIR}/{stage}_{phase}.json"
+    return f"{SCALE_REPORTS}/{stage}_{phase}.json"
 
 
 class _Stop(Exception):
@@ -172,7 +171,7 @@ def _stability(run: _Run, items: list[dict]) -> list[Check]:
     """The judge on `stability_items` items: each gold answer and one wrong answer (see the module docstring)."""
     import random
 
-    from rc1.rewards.probe import discrimination, gold_response, wrong_responses
+    from rc1.judge.probe import discrimination, gold_response, wrong_responses
 
     ctx, g, gs = run.ctx, run.ctx.gates.scale, run.ctx.gates.scorer
     var_name, disc_name = "scorer stability: mean judge variance", "scorer stability: discrimination (AUC CI lower bound)"
@@ -189,7 +188,7 @@ def _stability(run: _Run, items: list[dict]) -> list[Check]:
     owned = None
     try:
         if judge is None:
-            from rc1.rewards.judge import JudgeClient
+            from rc1.judge.client import JudgeClient
 
             judge = owned = JudgeClient(ctx.ws, ctx.config.scorer, ctx.config.reward, stats_path=None)
         scores = judge.score_many([(it, resp) for it, resp, _ in graded],

@@ -17,11 +17,12 @@ import json
 
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.fingerprint import Evidence
+from rc1.runtime.layout import JUDGE_STATS
 
 
 def evaluate(ctx: GateContext) -> GateResult:
     from rc1.config.schema import ScorerSection
-    from rc1.rewards.probe import PROBE_REPORT, liveness
+    from rc1.judge.probe import PROBE_REPORT, liveness
 
     g = ctx.gates.scorer
     scorer = ctx.config.scorer if ctx.config is not None else ScorerSection()
@@ -43,7 +44,7 @@ def evaluate(ctx: GateContext) -> GateResult:
         res.checks.append(Check.equals("probe passed", probe.get("passed"), True, "; ".join(probe.get("problems", []))))
         res.checks.append(Check.greater("probe latency p50 (s)", probe.get("latency_p50_s"), 0.0))
         res.checks.append(Check.at_least("probe billable tokens", probe.get("billable_tokens"), 1))
-    stats_path = ctx.ws.path("reports/judge_stats.json")
+    stats_path = ctx.ws.path(JUDGE_STATS)
     if stats_path.exists():
         res.evidence.append(Evidence.of(ctx.ws, stats_path))
     live = liveness(ctx.ws, scorer.cache_path, cache_hit_lt=threshold, window=g.window)

@@ -99,8 +99,5 @@ class GatedMachine:
         except MachineError:
             return False
 
-    def allowed_triggers(self) -> list[str]:
-        return [t for t in self._machine.get_triggers(self.state) if t in {x["trigger"] for x in TRANSITIONS} | {"reset"}]
-
 
 __all__ = ["GatedMachine", "MachineError"]

@@ -26,10 +26,8 @@ def _load_json(p: Path) -> dict | None:
 
 
 def _checkpoints(ws: Workspace) -> list[dict]:
-    try:
-        from rc1.runtime.checkpoint import list_checkpoints
-    except ImportError:
-        return []
+    from rc1.runtime.checkpoint import list_checkpoints
+
     out = []
     root = ws.checkpoints
     if not root.exists():

@@ -14,7 +14,7 @@ from rc1.state import store
 from rc1.state.table import STATES, forward_from
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.fingerprint import ARTIFACTS_MANIFEST, sha256_file
-from rc1.runtime.layout import BALANCED_POOL, GATE_REPORTS, POOL, WEIGHTS
+from rc1.runtime.layout import BALANCED_POOL, GATE_REPORTS, POOL, PROBE_REPORT, WEIGHTS
 from rc1.runtime.workspace import Workspace
 
 # What each gate area needs, so a failing area can name the artifact to ask for.
@@ -24,7 +24,7 @@ AREA_NEEDS: dict[str, tuple[str, str, str]] = {
                    "balanced pool + reports/rc1/difficulty_report.json within the difficulty bounds"),
     "reward_weights": ("reward_weights", WEIGHTS, "weights >= 0, sum 1, each <= 0.5"),
     "overclar_penalty": ("overclar_penalty", "configs/", "use_overclar_penalty: true and its checks passing"),
-    "scorer": ("live_scorer", "reports/scorer_probe.json", "live judge probe with real latency and billable usage"),
+    "scorer": ("live_scorer", PROBE_REPORT, "live judge probe with real latency and billable usage"),
     "shadow_run": ("shadow_run", "reports/shadow_run_pre_run_check.json", "shadow run over the 245-item shadow set"),
     "run_config": ("run_config", "configs/", "run config consistent with the gates profile"),
     "resources": ("disk", ".", "free disk above the gates threshold"),

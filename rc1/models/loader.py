@@ -299,10 +299,14 @@ def trainable_parameters(model) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
+def is_peft(model) -> bool:
+    """Whether `model` is a peft-wrapped model (LoRA adapters it can switch off to serve as its own reference)."""
+    return hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
+
+
 def trained_method(model) -> str:
     """How `model` trains, read off the model itself: 'qlora' (LoRA over 4-bit weights), 'lora' or 'full'."""
-    peft = hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
-    if not peft:
+    if not is_peft(model):
         return "full"
     four_bit = any(type(m).__name__ in ("Linear4bit", "Params4bit") or getattr(m, "is_loaded_in_4bit", False)
                    for m in model.modules())

@@ -260,7 +260,7 @@ def _targets(ws, cfg, pairs, target: str, provider: str | None):
         return X, np.array([float(s) for _, s in dims]), None, groups, {}
     if target != "judge":
         raise ConfigError(f"--target must be 'success' or 'judge' (got {target!r})")
-    from rc1.rewards.judge import JudgeClient
+    from rc1.judge.client import JudgeClient
 
     with JudgeClient(ws, cfg.scorer, cfg.reward, provider=provider) as client:
         scores = client.score_many([(it, ep.model_text) for it, ep in pairs], [ep.item_id for _, ep in pairs])

@@ -1,7 +1,7 @@
 """The seven rule-based reward dimensions, each in [0, 1].
 
 They are cheap (regexes and token counts) because they run inside the training loop for every
-completion. The LLM judge (rc1.rewards.judge) is used to calibrate their weights, not per step.
+completion. The LLM judge (rc1.judge) is used to calibrate their weights, not per step.
 
 - correctness: the task verifier's score (EM/F1 for hotpotqa, numeric match, yes/no).
 - reasoning: there is reasoning before the answer, and it shows steps (numbers/operators or connectives).

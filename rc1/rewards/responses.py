@@ -21,10 +21,10 @@ from rc1.rewards.reward import ScoredEpisode
 from rc1.runtime.atomic import atomic_output, atomic_write_json, canonical_json
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json, verify_artifact
+from rc1.runtime.layout import DEV_BASE_TAG, responses_path
 from rc1.runtime.workspace import Workspace
 
 log = logging.getLogger("rc1.rewards.responses")
-DEV_BASE_TAG = "dev_base"  # base-model answers to the dev split: difficulty validation and calibration read them
 
 
 def load_shadow_set(ws: Workspace, cfg: TrainConfig) -> tuple[list[dict], str, str]:
@@ -93,10 +93,6 @@ def generate_responses(cfg: TrainConfig, items: list[dict], *, generations: int,
     if len(episodes) != len(items) * generations:
         raise RuntimeError(f"generate_episodes returned {len(episodes)} episodes for {len(items)} items x {generations}")
     return [episode_dict(ep) for ep in episodes]
-
-
-def responses_path(tag: str, *, shadow: bool = True) -> str:
-    return f"data/shadow_responses_{tag}.jsonl" if shadow else f"data/responses_{tag}.jsonl"
 
 
 def obtain_responses(ws: Workspace, cfg: TrainConfig, *, n: int, seed: int, stratify: bool, tag: str,

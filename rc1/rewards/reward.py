@@ -15,7 +15,7 @@ reward: a factor shared by a whole GRPO group cancels in the group z-score. Stra
 advantages by it, so a hard item's advantage is larger than an easy item's with the same outcomes.
 
 Sources (`reward.source`): the dimensions come from the rules (rc1.rewards.dimensions), or, for the
-dimensions `RewardSection.judge_dimensions()` names, from the live LLM judge (rc1.rewards.live: one
+dimensions `RewardSection.judge_dimensions()` names, from the live LLM judge (rc1.judge.live: one
 rubric prompt per episode, K samples, median). The verifier decides `success` whatever the source, so
 the order above holds for judged dimensions too. A judge grade with a variance above
 reward.unstable_variance multiplies the episode's `advantage_scale` by reward.unstable_downweight.
@@ -26,6 +26,8 @@ weights the last calibration replaced and neither penalty nor bonus (rc1.rewards
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +35,8 @@ from rc1.config.schema import REWARD_DIMENSIONS, RewardSection, TrainConfig
 from rc1.rewards.dimensions import score_dimensions
 from rc1.rewards.penalties import difficulty_factor, overclar_penalty
 from rc1.rewards.weights import check_weights, read_weights
+
+log = logging.getLogger("rc1.train")
 
 
 @dataclass
@@ -88,7 +92,7 @@ def score_all(reward_model, items: list[dict], episodes: list) -> list:
 
 class RewardModel:
     """Called for every completion inside training: rules alone, or rules and the live judge (`judge`, a
-    rc1.rewards.live.TrainingJudge grading the dimensions it names)."""
+    rc1.judge.live.TrainingJudge grading the dimensions it names)."""
 
     def __init__(self, weights: dict[str, float], cfg: RewardSection, use_overclar_penalty: bool, judge=None):
         self.weights = check_weights(weights)
@@ -99,6 +103,13 @@ class RewardModel:
     @classmethod
     def from_config(cls, cfg: TrainConfig, ws, judge=None) -> "RewardModel":
         return cls(read_weights(ws, cfg.reward.weights), cfg.reward, cfg.use_overclar_penalty, judge=judge)
+
+    @classmethod
+    def for_training(cls, cfg: TrainConfig, ws, run_tag: str) -> "RewardModel":
+        """The reward of a training run: the rules alone, or the rules and the live judge for the dimensions
+        `reward.source` gives it (checked with one call before the first step: a refused key is a ConfigError
+        naming its variable). `run_tag` names this process's judge calls in the ledger."""
+        return cls.from_config(cfg, ws, judge=training_judge(cfg, ws, run_tag))
 
     @classmethod
     def plain(cls, weights: dict[str, float]) -> "RewardModel":
@@ -153,3 +164,21 @@ class RewardModel:
 
     def __call__(self, item: dict, episode: Any) -> float:
         return self.score(item, episode).total
+
+
+def training_judge(cfg: TrainConfig, ws, run_tag: str):
+    """The live judge of reward.source judge | hybrid (preflighted), or None when the rules score every dimension."""
+    from rc1.judge.cache import TRAIN_RUN_PREFIX
+    from rc1.judge.live import TrainingJudge, rules_note
+
+    if not cfg.reward.judge_dimensions():
+        note = rules_note(cfg)
+        log.info("reward dimensions from the rules (%s)", note or f"reward.source {cfg.reward.source}")
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    judge = TrainingJudge(ws, cfg, run_id=f"{TRAIN_RUN_PREFIX}{run_tag}-{stamp}")
+    judge.preflight()
+    log.info("reward dimensions %s graded by the judge %s (%s), K=%d, concurrency %d; the rest by the rules",
+             ", ".join(judge.dims), judge.client.provider.name, judge.client.provider.model,
+             cfg.scorer.samples, cfg.scorer.concurrency)
+    return judge

@@ -55,7 +55,7 @@ RANK_ENVS = ("LOCAL_RANK", "RANK")      # set by torchrun / accelerate launch in
 DEEPSPEED_STAGES = {"deepspeed_zero2": 2, "deepspeed_zero3": 3}
 # How one iteration's per-rank figures become the global one (when the ranks disagree; agreed values pass as is).
 SUM_KEYS = frozenset({"completion_tokens", "sampler/redraws", "sampler/no_signal_groups_drawn",
-                      # the live judge (rc1.rewards.live): each rank grades its own rollouts
+                      # the live judge (rc1.judge.live): each rank grades its own rollouts
                       "judge/calls", "judge/live", "judge/cache", "judge/failed", "judge/errors", "judge/n429",
                       "judge/billable_tokens", "judge/cost", "judge/unstable", "judge/billable_tokens_total",
                       "judge/cost_total", "judge/calls_total", "judge/unstable_total"})

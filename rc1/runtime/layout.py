@@ -18,6 +18,18 @@ FIT_TRAIN = "data/fit/train.jsonl"
 FIT_DEV = "data/fit/dev.jsonl"
 FIT_HELDOUT = "data/fit/heldout.jsonl"
 
+# data/: model answers (rc1.rewards.responses); dev_base: the base model's answers to the dev split, which
+# difficulty validation and calibration read
+DEV_BASE_TAG = "dev_base"
+
+
+def responses_path(tag: str, *, shadow: bool = True) -> str:
+    """The answers file of `tag`: to the shadow set (shadow=True), or to an items file such as the dev split."""
+    return f"data/shadow_responses_{tag}.jsonl" if shadow else f"data/responses_{tag}.jsonl"
+
+
+DEV_BASE_RESPONSES = responses_path(DEV_BASE_TAG, shadow=False)
+
 # configs/
 WEIGHTS = "configs/weights.json"
 
@@ -25,7 +37,13 @@ WEIGHTS = "configs/weights.json"
 SHADOW_MANIFEST = "reports/rc1/sample_manifest.json"
 DIVERSITY_REPORT = "reports/diversity_report.json"
 DIFFICULTY_REPORT = "reports/rc1/difficulty_report.json"
-JUDGE_STATS = "reports/judge_stats.json"
+JUDGE_STATS = "reports/judge_stats.json"              # the judge client's figures (probe, calibration)
+JUDGE_STATS_TRAIN = "reports/judge_stats_train.json"  # the live judge's figures during training
+JUDGE_UNSTABLE = "reports/unstable_samples.jsonl"     # grades whose variance exceeded reward.unstable_variance
+PROBE_REPORT = "reports/scorer_probe.json"
+JUDGE_SERVER_STATE = "reports/state/judge.json"       # the local judge server's pid, port, base_url, model
+JUDGE_SERVER_LOG = "logs/judge_server.log"
+SCALE_REPORTS = "reports/scale"                       # <stage>_{before,after}.json of the scale gate
 LEARNING_SIGNAL_REPORT = "reports/learning_signal.json"
 DIFFICULTY_FIT_REPORT = "reports/difficulty_fit.json"
 GATE_REPORTS = "reports/gates"            # one <gate>.json per gate: its last run

@@ -98,7 +98,7 @@ class RecipeBase:
         self.stop_reason: str | None = None     # agreed by every rank: the run stops at the next boundary
         self.stop_detail: str | None = None     # the stop's sentence (judge budget, judge fault), in the end record
         self.fault: Exception | None = None     # raised once the run has checkpointed and stopped (stop_after_fault)
-        self.judge = None                       # rc1.rewards.live.TrainingJudge when the judge scores dimensions
+        self.judge = None                       # rc1.judge.live.TrainingJudge when the judge scores dimensions
         self.pending_stop: str | None = None    # a stop signal this process received, not yet agreed on
         self.iteration_steps = 1                # micro-steps the last iteration advanced `step` by
         self.last_saved_step: int | None = None
@@ -144,27 +144,9 @@ class RecipeBase:
         if self.reward_model is None:
             from rc1.rewards.reward import RewardModel
 
-            self.reward_model = RewardModel.from_config(cfg, ws, judge=self.make_judge())
+            self.reward_model = RewardModel.for_training(cfg, ws, f"{cfg.run.name}-s{self.seed_index}-r{self.dist.rank}")
         self.judge = getattr(self.reward_model, "judge", None)
         self.callbacks = build_callbacks(cfg.callbacks)
-
-    def make_judge(self):
-        """The live judge of reward.source judge | hybrid (checked with one call before the first step: a
-        refused key is a ConfigError naming its variable), or None when the rules score every dimension."""
-        from rc1.rewards.live import TrainingJudge, rules_note
-
-        cfg = self.cfg
-        if not cfg.reward.judge_dimensions():
-            note = rules_note(cfg)
-            log.info("reward dimensions from the rules (%s)", note or f"reward.source {cfg.reward.source}")
-            return None
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        judge = TrainingJudge(self.ws, cfg, run_id=f"train-{cfg.run.name}-s{self.seed_index}-r{self.dist.rank}-{stamp}")
-        judge.preflight()
-        log.info("reward dimensions %s graded by the judge %s (%s), K=%d, concurrency %d; the rest by the rules",
-                 ", ".join(judge.dims), judge.client.provider.name, judge.client.provider.model,
-                 cfg.scorer.samples, cfg.scorer.concurrency)
-        return judge
 
     def stop_for_judge_budget(self, record: dict) -> None:
         """Stop after this step when the run's judge calls (every rank's: the merged record's totals, the same on

@@ -1,7 +1,7 @@
 """Start the ranks of a distributed run through `accelerate launch`, and say how they ended.
 
 `rc1 train --nproc N` (or `--accelerate-config FILE` for a user's own, e.g. multi-node, accelerate config)
-runs here after the CLI has passed the gates and written the pid file:
+runs here after the trainer process (rc1.trainer) has passed the gates and written the pid file:
 
 1. `plan(...)` checks what this machine can run (rc1.runtime.distributed.machine_errors), the port, and the
    accelerate config when given; every problem is one dotted-path line (exit 2). `--dry-run` stops here.

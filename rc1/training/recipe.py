@@ -24,7 +24,7 @@ it; exact resume from rc1 checkpoints, also mid-window for single-epoch strategi
 data parallelism on N processes (rc1.runtime.distributed: rank r runs micro-step step + r of each
 iteration; N processes with run.gradient_accumulation G compute what one process with G does).
 
-Assumes: the caller has checked the machine state and ticket (rc1.cli.train_cmd does), the
+Assumes: the caller has checked the machine state and ticket (rc1.trainer does), the
 workspace holds the training data (seed_pool or data.train_path) and the reward weights.
 
 Raises: ConfigError (bad config, missing data, `--max-steps` beyond `steps`), CheckpointError (a
@@ -46,7 +46,7 @@ from pathlib import Path
 
 from rc1.engines.contract import Batch, StepPlan
 from rc1.runtime import checkpoint as ckpt
-from rc1.rewards.live import JudgeFault
+from rc1.judge.live import JudgeFault
 from rc1.envs.verifiers import VerifierError
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fatal import CONTEXT

@@ -45,7 +45,7 @@ class GradeJudge:
         import statistics
 
         from rc1.envs.answers import extract_final_answer
-        from rc1.rewards.judge import JudgeScore, SampleResult
+        from rc1.judge.client import JudgeScore, SampleResult
 
         self.calls += 1
         out = []

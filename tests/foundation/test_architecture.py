@@ -1,5 +1,5 @@
 """rc1's package structure: the layers contract in pyproject.toml holds, rc1's top-level packages form
-no import cycle, and no module reaches into another package's private names.
+no import cycle, neither do its modules, and no module reaches into another package's private names.
 
 Function-level imports count as much as module-level ones: a lazy import still makes the importing
 package depend on the imported one."""
@@ -82,6 +82,13 @@ def test_no_import_cycle_between_rc1_packages():
     cycles = package_cycles(edges)
     detail = [where[(a, b)] for c in cycles for a in c for b in c if (a, b) in where]
     assert not cycles, f"package import cycles {cycles}: {detail}"
+
+
+def test_no_import_cycle_between_rc1_modules():
+    """Within a package too: two modules that import each other (even lazily) are one module split in two."""
+    graph = grimp.build_graph("rc1", cache_dir=None)
+    edges = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    assert not package_cycles(edges), package_cycles(edges)
 
 
 def test_no_private_name_is_imported_across_packages():

@@ -5,8 +5,9 @@ import sqlite3
 
 import pytest
 
-from rc1.rewards.cache import JudgeStore, cache_key
-from rc1.rewards.judge import JudgeClient, JudgeRequestError, parse_grade
+from rc1.judge.cache import JudgeStore, cache_key
+from rc1.judge.client import JudgeClient, JudgeRequestError
+from rc1.judge.prompts import parse_grade
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.workspace import Workspace
 

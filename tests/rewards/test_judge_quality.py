@@ -14,8 +14,9 @@ from rc1.config.load import load_train_config
 from rc1.config.schema import GatesConfig, ScorerGate
 from rc1.gates import scorer as scorer_gate
 from rc1.gates.base import NOT_MEASURABLE, GateContext
-from rc1.rewards.judge import JudgeClient, read_grade, read_match
-from rc1.rewards.probe import discrimination, probe_set
+from rc1.judge.client import JudgeClient
+from rc1.judge.prompts import read_grade, read_match
+from rc1.judge.probe import discrimination, probe_set
 from rc1.runtime.workspace import Workspace
 from tests.helpers import judges
 from tests.helpers.configs import gates_yaml

@@ -8,7 +8,7 @@ import yaml
 from typer.testing import CliRunner
 
 from rc1.cli.main import app
-from rc1.rewards.judge_server import JudgeServerError, default_gguf, running_judge, start_judge, stop_judge
+from rc1.judge.server import JudgeServerError, default_gguf, running_judge, start_judge, stop_judge
 from rc1.runtime.workspace import Workspace
 
 

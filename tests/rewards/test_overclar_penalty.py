@@ -3,7 +3,8 @@
 import pytest
 
 from rc1.config.schema import RewardSection
-from rc1.rewards.penalties import difficulty_factor, overclar_penalty, overclar_penalty_cases
+from rc1.rewards.penalties import difficulty_factor, overclar_penalty
+from rc1.rewards.penalty_check import overclar_penalty_cases
 from rc1.rewards.reward import RewardModel, ScoredEpisode
 
 ALPHA, CAP = 0.07, 3
@@ -27,7 +28,7 @@ def test_in_process_check_passes_and_catches_a_broken_penalty(monkeypatch):
     assert all(c.passed for c in overclar_penalty_cases(ALPHA, CAP))
     import rc1.rewards.penalties as pen
     monkeypatch.setattr(pen, "overclar_penalty", lambda needs, c, a, cap: a * c)  # no cap
-    assert not all(c.passed for c in pen.overclar_penalty_cases(ALPHA, CAP))
+    assert not all(c.passed for c in overclar_penalty_cases(ALPHA, CAP))
 
 
 def _episode(clar):

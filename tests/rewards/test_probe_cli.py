@@ -109,8 +109,8 @@ def test_probe_of_another_provider_too_small_or_without_usage_fails_the_gate(ws,
 
 
 def _training_rows(ws, run_id: str, n: int, provenance: str) -> None:
-    """Ledger rows as the judge in the training loop writes them (rc1.rewards.live, run id train-...)."""
-    from rc1.rewards.cache import JudgeStore, LedgerRow
+    """Ledger rows as the judge in the training loop writes them (rc1.judge.live, run id train-...)."""
+    from rc1.judge.cache import JudgeStore, LedgerRow
 
     with JudgeStore(ws.path("reports/judge_cache.sqlite")) as store:
         for i in range(n):

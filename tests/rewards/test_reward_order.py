@@ -111,13 +111,13 @@ def test_shaping_scale_must_stay_below_one():
 
 
 class _AdversarialJudge:
-    """Stands in for rc1.rewards.live.TrainingJudge: grades every judged dimension as it is told."""
+    """Stands in for rc1.judge.live.TrainingJudge: grades every judged dimension as it is told."""
 
     def __init__(self, dims, grades):
         self.dims, self.grades = dims, list(grades)
 
     def grade(self, items, episodes):
-        from rc1.rewards.judge import JudgeScore
+        from rc1.judge.client import JudgeScore
 
         return [JudgeScore(it["id"], 0.5, 0.0, [], dims=dict(zip(self.dims, g))) for it, g in zip(items, self.grades)]
 

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from rc1.config.load import load_train_config
-from rc1.rewards.cache import JudgeStore
-from rc1.rewards.live import JudgeGradeFailed, JudgeUnavailable
+from rc1.judge.cache import JudgeStore
+from rc1.judge.live import JudgeGradeFailed, JudgeUnavailable
 from rc1.runtime.checkpoint import read_latest
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.workspace import Workspace
@@ -90,7 +90,7 @@ def test_hybrid_run_writes_live_judge_figures_per_step(tmp_path, tiny_model_dir,
 def test_judge_dimensions_come_from_the_judge_and_success_from_the_verifier(tmp_path, judge_server):
     from types import SimpleNamespace
 
-    from rc1.rewards.live import TrainingJudge
+    from rc1.judge.live import TrainingJudge
     from rc1.rewards.reward import RewardModel
     from tests.helpers.items import arithmetic_items
     from tests.helpers.workspace import WEIGHTS
@@ -279,7 +279,7 @@ def test_hybrid_with_the_real_local_judge_grades_live_and_says_its_grades_are_pl
                                                                                       caplog):
     """The embedded local judge (llama.cpp + SmolLM2-135M) in the training loop: the rubric prompt with a grammar,
     live calls and per-step figures. Its rubric grades are not discriminative, and the run says so."""
-    from rc1.rewards.judge_server import start_judge, stop_judge
+    from rc1.judge.server import start_judge, stop_judge
 
     ws = Workspace(tmp_path)
     conf = make_workspace(ws.root, tiny_model_dir, max_steps=2, save_steps=100, extra={
@@ -287,7 +287,7 @@ def test_hybrid_with_the_real_local_judge_grades_live_and_says_its_grades_are_pl
         "scorer": {"provider": "local", "samples": 3, "concurrency": 2, "timeout_s": 120}})
     start_judge(ws, n_ctx=1024)
     try:
-        with caplog.at_level("WARNING", logger="rc1.rewards.live"):
+        with caplog.at_level("WARNING", logger="rc1.judge.live"):
             recipe = run(ws, conf)
     finally:
         stop_judge(ws)
@@ -328,7 +328,7 @@ def test_cli_judge_killed_mid_run_then_rc1_resume_continues(tmp_path, tiny_model
 
 
 def test_a_bad_rubric_reply_is_asked_again_and_billed(tmp_path, judge_server):
-    from rc1.rewards.live import TrainingJudge
+    from rc1.judge.live import TrainingJudge
     from tests.helpers.items import arithmetic_items
     from types import SimpleNamespace
 

@@ -49,6 +49,28 @@ def test_train_refused_before_round2_pass(tmp_path, tiny_model_dir):
     assert not ws.metrics_path.exists()
 
 
+def test_a_tampered_round2_ticket_is_refused_with_the_gates_checks(tmp_path, tiny_model_dir):
+    ws = Workspace(tmp_path)
+    conf = make_workspace(tmp_path, tiny_model_dir)
+    to_round2_pass(ws, conf)
+    ticket = ws.preflight_dir / "round2_pass.json"
+    ticket.write_text(ticket.read_text().replace('"round2_pass"', '"round2_pazz"', 1))
+    res = cli(ws, "train", "--config", str(conf))
+    assert res.exit_code == 3, res.output
+    assert "[FAIL] training_start" in res.output and "round2_pass ticket" in res.output
+    assert "error: the training_start gate refused" in res.output
+    assert current_state(ws) == "round2_pass" and not ws.metrics_path.exists()
+
+
+def test_a_launched_rank_runs_the_request_it_was_launched_with():
+    from rc1.trainer import TrainRequest
+
+    assert TrainRequest("c.yaml").worker_args() == ["train", "--config", "c.yaml", "--seed-index", "0"]
+    assert TrainRequest("c.yaml", resume="latest", resume_fallback=True, max_steps=7, seed_index=2,
+                        nproc=2).worker_args() == ["train", "--config", "c.yaml", "--seed-index", "2", "--resume",
+                                                  "latest", "--resume-fallback", "--max-steps", "7"]
+
+
 def test_trl_with_ppo_is_a_config_error(tmp_path, tiny_model_dir):
     ws = Workspace(tmp_path)
     conf = make_workspace(tmp_path, tiny_model_dir, engine="trl", strategy="ppo")

@@ -34,7 +34,7 @@ CREATE INDEX IF NOT EXISTS ledger_run ON ledger(run_id);
 """
 
 
-TRAIN_RUN_PREFIX = "train-"  # ledger run ids of the judge in the training loop (rc1.rewards.live)
+TRAIN_RUN_PREFIX = "train-"  # ledger run ids of the judge in the training loop (rc1.judge.live)
 
 
 def cache_key(endpoint: str, model: str, messages: list[dict], params: dict, rubric_version: str) -> str:
@@ -44,6 +44,10 @@ def cache_key(endpoint: str, model: str, messages: list[dict], params: dict, rub
 
 @dataclass
 class LedgerRow:
+    """One row of the score ledger table. Its outcome fields repeat rc1.judge.client.SampleResult's on purpose:
+    the ledger is the stored schema (it also names run, provider, model, item and key), the sample result the
+    in-memory value that carries the reply; the client writes one from the other."""
+
     run_id: str
     provider: str
     model: str

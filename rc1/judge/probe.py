@@ -38,13 +38,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from rc1.config.schema import TASKS, TrainConfig
-from rc1.rewards.cache import TRAIN_RUN_PREFIX, JudgeStore, liveness_summary
+from rc1.judge.cache import TRAIN_RUN_PREFIX, JudgeStore, liveness_summary
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import ConfigError, GateRefused
 from rc1.runtime.fingerprint import register_artifact
+from rc1.runtime.layout import JUDGE_STATS, PROBE_REPORT
 from rc1.runtime.workspace import Workspace
 
-PROBE_REPORT = "reports/scorer_probe.json"
 KINDS = ("gold", "perturbed", "other_item")
 AGREE_AT = 0.5  # a grade at or above this counts as "judged correct" for the agreement figure
 BOOTSTRAP = 2000
@@ -237,7 +237,7 @@ def run_probe(ws: Workspace, cfg: TrainConfig, *, provider: str | None = None, n
               seed: int | None = None, client_kwargs: dict | None = None, auc_min: float = 0.80,
               confidence: float = 0.95) -> dict:
     """Grade the probe set through the judge; write reports/scorer_probe.json (see the module docstring)."""
-    from rc1.rewards.judge import JudgeClient
+    from rc1.judge.client import JudgeClient
 
     if n < 1:
         raise ConfigError(f"--n must be >= 1 (got {n})")
@@ -308,7 +308,7 @@ def run_probe(ws: Workspace, cfg: TrainConfig, *, provider: str | None = None, n
                     "median": sc.median, "variance": sc.variance, "provenance": sc.provenance, "errors": sc.errors}
                    for p, sc in zip(probe, scores)],
         "passed": not problems, "problems": problems,
-        "stats_path": "reports/judge_stats.json", "ledger": cfg.scorer.cache_path,
+        "stats_path": JUDGE_STATS, "ledger": cfg.scorer.cache_path,
     }
     atomic_write_json(ws.path(PROBE_REPORT), report)
     register_artifact(ws, PROBE_REPORT, "scorer_probe", provider=report["provider"], passed=report["passed"])

@@ -1,4 +1,4 @@
-"""`python -m rc1.rewards.llama_launch <llama_cpp.server args>`: llama.cpp's OpenAI server, safely.
+"""`python -m rc1.judge.llama_launch <llama_cpp.server args>`: llama.cpp's OpenAI server, safely.
 
 It runs `llama_cpp.server`'s own main() unchanged, except that llama.cpp's extra CPU buffer
 types (AMX / repacked weight layouts) are turned off unless `--rc1-extra-bufts` is given: with

@@ -2,7 +2,7 @@
 
 `reward.source` (rules | judge | hybrid, per-dimension overrides in `reward.dimension_source`) says which
 dimensions the judge grades (RewardSection.judge_dimensions). For each episode ONE rubric prompt asks for
-all of them (rc1.rewards.judge.dims_messages, rubric version in the cache key); the step's prompts are
+all of them (rc1.judge.prompts.dims_messages, rubric version in the cache key); the step's prompts are
 graded concurrently (scorer.concurrency in flight), K = scorer.samples samples each -> per-dimension
 median, variance recorded; a grade whose variance exceeds reward.unstable_variance goes to
 reports/unstable_samples.jsonl and its episode's advantage is scaled by reward.unstable_downweight.
@@ -26,14 +26,15 @@ from __future__ import annotations
 import logging
 import time
 
-from rc1.rewards.cache import TRAIN_RUN_PREFIX
-from rc1.rewards.judge import (JudgeClient, JudgeRequest, JudgeRequestError, JudgeScore, dims_messages,
-                               grading_method, reference_text)
+from rc1.judge.cache import TRAIN_RUN_PREFIX
+from rc1.judge.client import CallTally, JudgeClient, JudgeRequestError, JudgeScore, percentile
+from rc1.judge.prompts import JudgeRequest, dims_messages, reference_text
+from rc1.judge.providers import grading_method
+from rc1.runtime.layout import JUDGE_STATS_TRAIN
 from rc1.runtime.errors import ConfigError, Rc1Error
 
-log = logging.getLogger("rc1.rewards.live")
+log = logging.getLogger("rc1.judge.live")
 
-TRAIN_STATS_PATH = "reports/judge_stats_train.json"
 LOCAL_RUBRIC_NOTE = ("judge method reference_match cannot grade rubric dimensions: the local judge "
                      "(SmolLM2-135M) matches answers to the reference; its 0-10 grades did not separate correct "
                      "from wrong answers on the probe (AUC 0.50)")
@@ -67,7 +68,7 @@ class TrainingJudge:
         self.cfg = cfg
         self.dims = cfg.reward.judge_dimensions()
         rid = run_id or (f"{TRAIN_RUN_PREFIX}{cfg.run.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-        self.client = client or JudgeClient(ws, cfg.scorer, cfg.reward, run_id=rid, stats_path=TRAIN_STATS_PATH)
+        self.client = client or JudgeClient(ws, cfg.scorer, cfg.reward, run_id=rid, stats_path=JUDGE_STATS_TRAIN)
         self.price = cfg.scorer.prices.get(self.client.provider.name)
         self.note = None
         if grading_method(cfg.scorer, self.client.provider) == "reference_match":
@@ -80,8 +81,7 @@ class TrainingJudge:
 
     @staticmethod
     def _fresh_step() -> dict:
-        return {"calls": 0, "live": 0, "cache": 0, "failed": 0, "errors": 0, "n429": 0, "prompt_tokens": 0,
-                "completion_tokens": 0, "latencies": [], "unstable": 0, "seconds": 0.0}
+        return {"tally": CallTally(), "latencies": [], "unstable": 0, "seconds": 0.0}
 
     # ------------------------------------------------------------------ setup
     def preflight(self) -> None:
@@ -116,14 +116,7 @@ class TrainingJudge:
             s["latencies"] += self.client._latencies[n_lat:]
         for sc in scores:
             for smp in sc.samples:
-                s["calls"] += 1
-                s["live"] += smp.provenance == "live" and smp.status != "error"
-                s["cache"] += smp.provenance == "cache"
-                s["failed"] += smp.status == "failed"
-                s["errors"] += smp.status == "error"
-                s["n429"] += smp.n429
-                s["prompt_tokens"] += smp.prompt_tokens
-                s["completion_tokens"] += smp.completion_tokens
+                s["tally"].add(smp)
             s["unstable"] += sc.unstable
         for sc in scores:
             if sc.ok:
@@ -145,25 +138,24 @@ class TrainingJudge:
 
     def step_figures(self) -> dict:
         """The judge's metrics of the step since the last call (metrics.jsonl `judge/*`), totals added."""
-        from rc1.rewards.judge import _percentile
-
         s, self._step = self._step, self._fresh_step()
-        tokens = s["prompt_tokens"] + s["completion_tokens"]
-        cost = self.cost_of(s["prompt_tokens"], s["completion_tokens"])
+        n = s["tally"]
+        tokens = n.prompt_tokens + n.completion_tokens
+        cost = self.cost_of(n.prompt_tokens, n.completion_tokens)
         t = self.totals
-        t["calls"] += s["calls"]
-        t["live"] += s["live"]
-        t["cache"] += s["cache"]
+        t["calls"] += n.samples
+        t["live"] += n.live
+        t["cache"] += n.cache_hits
         t["billable_tokens"] += tokens
         t["cost"] += cost
         t["unstable"] += s["unstable"]
         t["seconds"] += s["seconds"]
         self.client.write_stats()
-        return {"judge/calls": s["calls"], "judge/live": s["live"], "judge/cache": s["cache"],
-                "judge/failed": s["failed"], "judge/errors": s["errors"], "judge/n429": s["n429"],
+        return {"judge/calls": n.samples, "judge/live": n.live, "judge/cache": n.cache_hits,
+                "judge/failed": n.failed, "judge/errors": n.errors, "judge/n429": n.n429,
                 "judge/billable_tokens": tokens, "judge/cost": cost,
-                "judge/latency_p50_s": _percentile(s["latencies"], 0.5),
-                "judge/latency_p95_s": _percentile(s["latencies"], 0.95),
+                "judge/latency_p50_s": percentile(s["latencies"], 0.5),
+                "judge/latency_p95_s": percentile(s["latencies"], 0.95),
                 "judge/unstable": s["unstable"], "judge/seconds": s["seconds"],
                 "judge/billable_tokens_total": t["billable_tokens"], "judge/cost_total": t["cost"],
                 "judge/calls_total": t["calls"], "judge/unstable_total": t["unstable"]}

@@ -7,7 +7,7 @@
     with judge_server(ws) as info:  # for tests and scripts
         ...
 
-The server is `llama_cpp.server` started through `rc1.rewards.llama_launch` (which only turns off
+The server is `llama_cpp.server` started through `rc1.judge.llama_launch` (which only turns off
 llama.cpp's AMX/repack CPU buffers that crash on some CPUs). It runs detached (its own session) so `rc1 judge serve` can return; its pid, port,
 base_url and model are in reports/state/judge.json and its output in logs/judge_server.log.
 """
@@ -30,11 +30,10 @@ from typing import Iterator
 
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import ConfigError, Rc1Error
+from rc1.runtime.layout import JUDGE_SERVER_LOG, JUDGE_SERVER_STATE
 from rc1.runtime.logs import tail_lines
 from rc1.runtime.workspace import Workspace
 
-PID_FILE = "reports/state/judge.json"
-LOG_FILE = "logs/judge_server.log"
 DEFAULT_ALIAS = "smollm2-135m-instruct"
 _CHILDREN: dict[int, subprocess.Popen] = {}  # servers this process started (reaped on stop)
 
@@ -70,7 +69,7 @@ def _alive(pid: int) -> bool:
         import psutil
 
         p = psutil.Process(pid)
-        return p.status() != psutil.STATUS_ZOMBIE and any(m in a for a in p.cmdline() for m in ("llama_cpp.server", "rc1.rewards.llama_launch"))
+        return p.status() != psutil.STATUS_ZOMBIE and any(m in a for a in p.cmdline() for m in ("llama_cpp.server", "rc1.judge.llama_launch"))
     except Exception:  # noqa: BLE001 - NoSuchProcess, AccessDenied, psutil missing
         try:
             os.kill(pid, 0)
@@ -89,7 +88,7 @@ def healthy(base_url: str, timeout: float = 2.0) -> bool:
 
 def running_judge(ws: Workspace) -> dict | None:
     """The pid file's contents if that server is still alive, else None."""
-    p = ws.path(PID_FILE)
+    p = ws.path(JUDGE_SERVER_STATE)
     if not p.exists():
         return None
     try:
@@ -114,10 +113,10 @@ def start_judge(ws: Workspace, gguf: str | os.PathLike | None = None, *, port: i
     if importlib.util.find_spec("llama_cpp") is None:
         raise ConfigError("llama-cpp-python is not installed: install 'llama-cpp-python[server]' for the local judge")
     port = port or free_port()
-    log_path = ws.path(LOG_FILE)
+    log_path = ws.path(JUDGE_SERVER_LOG)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    # rc1.rewards.llama_launch runs llama_cpp.server's main() (see there for why it wraps it).
-    cmd = [sys.executable, "-m", "rc1.rewards.llama_launch", "--model", str(model_path), "--host", "127.0.0.1",
+    # rc1.judge.llama_launch runs llama_cpp.server's main() (see there for why it wraps it).
+    cmd = [sys.executable, "-m", "rc1.judge.llama_launch", "--model", str(model_path), "--host", "127.0.0.1",
            "--port", str(port), "--model_alias", model_alias, "--n_ctx", str(n_ctx), "--verbose", "False"]
     if extra_bufts:
         cmd.append("--rc1-extra-bufts")
@@ -145,7 +144,7 @@ def start_judge(ws: Workspace, gguf: str | os.PathLike | None = None, *, port: i
                                f"(log: {ws.rel(log_path)})", lines=tail_lines(log_path, 15))
     info = {"pid": proc.pid, "port": port, "base_url": base_url, "model": model_alias, "gguf": str(model_path),
             "log": ws.rel(log_path), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    atomic_write_json(ws.path(PID_FILE), info)
+    atomic_write_json(ws.path(JUDGE_SERVER_STATE), info)
     return info
 
 
@@ -166,7 +165,7 @@ def _terminate(pid: int, timeout: float = 15.0) -> None:
 
 def stop_judge(ws: Workspace, timeout: float = 15.0) -> bool:
     """Stop the judge named by the pid file. True if one was running."""
-    p = ws.path(PID_FILE)
+    p = ws.path(JUDGE_SERVER_STATE)
     if not p.exists():
         return False
     try:
