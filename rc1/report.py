@@ -499,6 +499,28 @@ def _run_title(rep: dict, run: dict | None) -> str:
     return f"{seed}checkpoint `{ck['path']}` (step {ck.get('step')})"
 
 
+def _fit_lines(ws: Workspace, rep: dict) -> list[str]:
+    """The difficulty fit in one sentence, and the full-difficulty shadow set beside the fitted one."""
+    from rc1.eval.splits import FITTED, HELDOUT
+    from rc1.training.fit import read_report
+
+    if rep.get("heldout_set") != FITTED:
+        return []
+    fit = read_report(ws) or {}
+    out = ["## Difficulty fit", "",
+           f"{fit.get('summary', 'the difficulty fit report is missing')}: the base policy's pass rate per task x "
+           f"ladder level inside the band {fit.get('band')} chose these levels (`reports/difficulty_fit.json`). The "
+           "RC1 gate judges the held-out items of these levels; the full-difficulty shadow set is reported beside "
+           "them and never hidden.", ""]
+    for run in rep["runs"]:
+        d = (((run.get("results") or {}).get(HELDOUT) or {}).get("delta") or {}).get("success")
+        if d and d.get("n"):
+            label = f"seed {run.get('seed_index')}: " if len(rep["runs"]) > 1 else ""
+            out.append(f"- {label}full-difficulty shadow set (n={d['n']}): base {fmt_pct(d['base'])} -> trained "
+                       f"{fmt_pct(d['trained'])}, delta {fmt_pp(d['delta_pp'])} (95% CI {fmt_pp_ci(d['ci95_pp'])})")
+    return out + [""]
+
+
 def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path: str | None = None) -> Path:
     """Write reports/rc1/rc1_report.md (+ plots) from the JSON reports; returns its path."""
     from rc1.config.load import load_train_config
@@ -542,6 +564,7 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
                  "No dev split was evaluated: best/ was not updated.")
               + f" Base model `{rep['model']['base']}`; greedy decoding, max_new_tokens "
               f"{rep['generation']['max_new_tokens']}.", ""] + _setup_lines(rep) + [""]
+    lines += _fit_lines(ws, rep)
     lines += ["## Held-out success: trained vs base", ""]
     if multi:
         lines += ["### Spread across seeds (one training run per seed)", ""] + _spread_table(rep) + [""]

@@ -141,8 +141,11 @@ def write_items(tmp: Workspace, cfg, source: Workspace) -> None:
         it["bucket"] = it["meta"].get("level") or "medium"
     train = items[:SMOKE_TRAIN_ITEMS]
     dev, held = items[SMOKE_TRAIN_ITEMS:SMOKE_TRAIN_ITEMS + SMOKE_EVAL_ITEMS], items[SMOKE_TRAIN_ITEMS + SMOKE_EVAL_ITEMS:]
+    from rc1.runtime.layout import FIT_HELDOUT, FIT_TRAIN
+
+    fitted = ((FIT_TRAIN, train), (FIT_HELDOUT, held)) if cfg.difficulty_fit.enable else ()
     for rel, rows in ((cfg.seed_pool, train), (cfg.data.train_path, train), (cfg.data.eval_path, dev),
-                      (cfg.data.shadow_path, held)):
+                      (cfg.data.shadow_path, held), *fitted):
         write_jsonl(tmp.path(rel), rows)
 
 
