@@ -40,9 +40,9 @@ class StageFailed(Rc1Error):
 
 def cfg_gates_tag(pipe: "Pipeline") -> str:
     """The shadow-run tag the round 2 gate reads (gates config shadow_run.tag)."""
-    from rc1.config.load import load_gates_config
+    from rc1.config.load import load_run_gates
 
-    return load_gates_config(pipe.cfg.gates, pipe.ws, tasks=pipe.cfg.datasets.tasks).shadow_run.tag
+    return load_run_gates(pipe.cfg, pipe.ws).shadow_run.tag
 
 
 @dataclass

@@ -28,12 +28,13 @@ def _run_config(ws, path: Optional[str]):
 
 
 def _gates(ws, path: Optional[str], cfg=None):
-    from rc1.config.load import load_gates_config
+    from rc1.config.load import fit_to_user_tasks, load_gates_config
     from rc1.config.schema import GatesConfig
 
-    tasks = cfg.datasets.tasks if cfg is not None else ()
-    if path or cfg is not None:
-        return load_gates_config(path or cfg.gates, ws, tasks=tasks), path or cfg.gates
+    if cfg is not None:  # the run's thresholds (fitted to its custom tasks), from --gates or its own gates file
+        return fit_to_user_tasks(load_gates_config(path or cfg.gates, ws, tasks=cfg.datasets.tasks), cfg), path or cfg.gates
+    if path:
+        return load_gates_config(path, ws), path
     default = ws.path("configs/gates.yaml")
     if default.exists():
         return load_gates_config(default), "configs/gates.yaml"
