@@ -121,7 +121,7 @@ class Pipeline:
                                              "v1", "--out", v1], lambda: past() or self.artifacts_ok(v1))]
                     if v1_required(cfg) else [])
         return [
-            Stage("data: make-min", ["data", "make-min"],
+            Stage("data: make-min", ["data", "make-min", "--config", c],  # a run on custom tasks: its own dev split
                   lambda: past() or self.artifacts_ok(cfg.data.train_path, cfg.data.eval_path)),
             *v1_stage,
             Stage("data: seed pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--out", raw],
