@@ -267,8 +267,7 @@ def _shortage(task: str, avail: dict[str, int], target: dict[str, float], by_tas
     sources = {items[i].get("bucket_source", "measured") for g in by_task[task].values() for i in g}
     why = (f"task {task}: {have}, none {'/'.join(lacking)}" if lacking else f"task {task}: {have}")
     if "declared" not in sources:
-        why += (" (no item declares meta.difficulty: every bucket was estimated from the text, and the text "
-                "measures cannot tell this task's items apart)")
+        why += " (no item declares meta.difficulty: the buckets were estimated from the text)"
     present = {b: round(avail[b] / max(1, sum(avail.values())), 2) for b in BUCKETS[:-1]}
     present[BUCKETS[-1]] = round(1 - sum(present.values()), 2)
     return why + (f"; give targets the buckets can meet (e.g. --target {_shares(present)}, or "

@@ -267,28 +267,6 @@ def test_report_not_applicable_checks_read_back_as_gate_checks():
 
 
 
-def test_the_readme_example_is_a_valid_task_file_and_config(tmp_path):
-    """README "Bring your own task": its task lines read, its config snippet validates."""
-    from rc1.config.load import load_train_config
-
-    text = (REPO / "README.md").read_text()
-    block = text[text.index("## Bring your own task"):]
-    block = block[block.index("```bash") + len("```bash"):block.index("```\n", block.index("```bash") + 7)]
-    rows = block.splitlines()
-    task_lines = rows[rows.index("$ head -2 data/arith.jsonl") + 1:][:2]
-    start = next(i for i, r in enumerate(rows) if r.startswith("$ cat configs/arith.yaml"))
-    end = next(i for i, r in enumerate(rows) if i > start and r.startswith("$ "))
-    ws = Workspace(tmp_path)
-    ws.path("data").mkdir()
-    ws.path("data/arith.jsonl").write_text("\n".join(task_lines) + "\n")
-    items = read_task_file(ws.path("data/arith.jsonl"), task="arith", verifier="numeric")
-    assert [it["answer"] for it in items] == ["37", "12"] and items[0]["meta"]["difficulty"] == "medium"
-    ws.path("configs").mkdir()
-    ws.path("configs/arith.yaml").write_text("\n".join(rows[start + 1:end]) + "\n")
-    cfg = load_train_config("configs/arith.yaml", ws)
-    assert cfg.datasets.tasks["arith"].verifier == "numeric" and cfg.datasets.mix == {"arith": 1.0}
-
-
 def test_run_config_gate_checks_each_custom_tasks_files_and_verifier(arith_ws):
     from rc1.config.load import load_gates_config, load_train_config
     from rc1.gates import run_config
