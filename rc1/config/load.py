@@ -157,20 +157,23 @@ def fit_to_user_tasks(gates: GatesConfig, cfg: TrainConfig) -> GatesConfig:
     Such a gates file (configs/gates_local.yaml, configs/gates.yaml) was written for rc1's generated pool:
     its task mixes become the run's `datasets.mix`, and the pool size it asks for (30,000 generated items)
     becomes what this run draws: steps x prompts per step x gradient accumulation / MAX_DRAWS_PER_ITEM, at
-    least `learning_signal.min_prompts`, at most the file's own `pool.min_items`. Checks that measure the
-    generator's design on a user task (distinct-2, minimum length, difficulty shares) report themselves not
-    applicable (rc1.data.applicability); duplicates, leaks, verifier coverage and learnability keep the
-    file's thresholds. A gates file whose mixes name the task is the user's own: taken as written."""
+    least `learning_signal.min_prompts`, at most the file's own `pool.min_items` (a pool of custom tasks only;
+    generated items fill a mixed one). Checks that measure the generator's design on a user task (distinct-2,
+    minimum length, difficulty shares) report themselves not applicable (rc1.data.applicability); duplicates,
+    leaks, verifier coverage and learnability keep the file's thresholds. A gates file whose mixes name the
+    task is the user's own: taken as written."""
     custom = [t for t, w in cfg.datasets.mix.items() if w > 0 and t in cfg.datasets.tasks]
     named = set(gates.pool.mix) | set(gates.run_config.mix)
     if not custom or named & set(cfg.datasets.tasks):
         return gates
     mix = dict(cfg.datasets.mix)
-    drawn = cfg.total_steps * cfg.strategy.prompts_per_step * cfg.run.gradient_accumulation
-    min_items = min(gates.pool.min_items, max(gates.learning_signal.min_prompts, -(-drawn // MAX_DRAWS_PER_ITEM)))
-    note = (f"fitted to custom task(s) {custom}: pool.mix and run_config.mix = datasets.mix; pool.min_items "
-            f"{min_items} (was {gates.pool.min_items}) = max(learning_signal.min_prompts, {drawn} prompts drawn / "
-            f"{MAX_DRAWS_PER_ITEM})")
+    note = f"fitted to custom task(s) {custom}: pool.mix and run_config.mix = datasets.mix"
+    min_items = gates.pool.min_items
+    if all(t in cfg.datasets.tasks for t, w in mix.items() if w > 0):  # generated items would fill a mixed pool
+        drawn = cfg.total_steps * cfg.strategy.prompts_per_step * cfg.run.gradient_accumulation
+        min_items = min(min_items, max(gates.learning_signal.min_prompts, -(-drawn // MAX_DRAWS_PER_ITEM)))
+        note += (f"; pool.min_items {min_items} (was {gates.pool.min_items}) = max(learning_signal.min_prompts, "
+                 f"{drawn} prompts drawn / {MAX_DRAWS_PER_ITEM})")
     # model_copy(update=...): the mixes were validated against the run's tasks above; assignment would
     # re-validate them without that context
     return gates.model_copy(update={

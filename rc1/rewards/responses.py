@@ -51,8 +51,11 @@ def check_dev_tasks(cfg: TrainConfig, items: list[dict], rel: str) -> None:
     of the built-in tasks, for a run on a custom task) would judge difficulty and fit the reward on items
     the run never trains on."""
     run_tasks = {t for t, w in cfg.datasets.mix.items() if w > 0}
-    foreign = sorted({str(it.get("task")) for it in items} - run_tasks)
-    if foreign:
+    held = {str(it.get("task")) for it in items}
+    foreign = sorted(held - run_tasks)
+    # `rc1 data make-min --config` writes a run on custom tasks its own split; a run that mixes built-in tasks
+    # in keeps data/eval_min.jsonl as long as it holds some of the run's tasks
+    if foreign and (run_tasks <= set(cfg.datasets.tasks) or not held & run_tasks):
         raise ConfigError(f"dev split {rel}: holds items of task(s) {foreign}, which this run does not train on "
                           f"(datasets.mix {sorted(run_tasks)}): draw it from the run's tasks with `rc1 data make-min "
                           "--config CONFIG`, or set data.eval_path")

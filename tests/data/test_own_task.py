@@ -118,6 +118,11 @@ def test_a_shipped_gates_profile_is_fitted_to_the_task_and_a_users_own_file_is_t
     cfg.steps = cfg.run.max_steps = 2000
     assert load_run_gates(cfg, ws).pool.min_items == 1000
 
+    # a mix with built-in tasks keeps the file's pool size: generated items fill it
+    cfg.datasets.mix = {"arith": 0.5, "gsm8k": 0.5}
+    mixed = load_run_gates(cfg, ws)
+    assert mixed.pool.min_items == 30000 and mixed.pool.mix == {"arith": 0.5, "gsm8k": 0.5}
+
     own = yaml.safe_load(ws.path("configs/gates_local.yaml").read_text())
     own["pool"].update(mix={"arith": 1.0}, min_items=500)
     own["run_config"]["mix"] = {"arith": 1.0}
