@@ -139,6 +139,7 @@ def load_gates_config(path: str | os.PathLike, ws: Workspace | None = None, *,
     return cfg
 
 
+FITTED = "fitted to custom task(s)"  # how a fitted gates config's note begins its account of the fit
 # A run that draws every pool item more than this many times on average (steps x prompts per optimizer step /
 # pool size) trains on few distinct prompts; a user task's pool must hold at least steps x batch / this.
 MAX_DRAWS_PER_ITEM = 4
@@ -167,12 +168,12 @@ def fit_to_user_tasks(gates: GatesConfig, cfg: TrainConfig) -> GatesConfig:
     if not custom or named & set(cfg.datasets.tasks):
         return gates
     mix = dict(cfg.datasets.mix)
-    note = f"fitted to custom task(s) {custom}: pool.mix and run_config.mix = datasets.mix"
+    note = f"{FITTED} {custom}: pool.mix and run_config.mix = datasets.mix"
     min_items = gates.pool.min_items
     if all(t in cfg.datasets.tasks for t, w in mix.items() if w > 0):  # generated items would fill a mixed pool
         drawn = cfg.total_steps * cfg.strategy.prompts_per_step * cfg.run.gradient_accumulation
         min_items = min(min_items, max(gates.learning_signal.min_prompts, -(-drawn // MAX_DRAWS_PER_ITEM)))
-        note += (f"; pool.min_items {min_items} (was {gates.pool.min_items}) = max(learning_signal.min_prompts, "
+        note += (f", pool.min_items {min_items} (was {gates.pool.min_items}) = max(learning_signal.min_prompts, "
                  f"{drawn} prompts drawn / {MAX_DRAWS_PER_ITEM})")
     # model_copy(update=...): the mixes were validated against the run's tasks above; assignment would
     # re-validate them without that context

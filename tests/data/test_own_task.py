@@ -337,6 +337,9 @@ def test_the_documented_steps_run_as_written_in_a_fresh_workspace_and_reach_trai
             out = advance(ws, "round2", CONFIG, machine=open_machine(ws, CONFIG, gate_runner=_stand_in_runner(ws)))
             failing = [(r.gate, c.name, c.detail) for _, rs in out.gates for r in rs for c in r.failing]
             assert out.reached, failing
+            pool = next(r for _, rs in out.gates for r in rs if r.gate == "pool")
+            assert any(n.startswith("thresholds fitted to custom task(s) ['arith']") and "pool.min_items 75" in n
+                       for n in pool.notes), pool.notes
             ran.append(command)
             continue
         if command.startswith("rc1 train"):
