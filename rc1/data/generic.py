@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -261,8 +262,6 @@ def dev_split(tasks: dict[str, TaskData], mix: dict[str, float], n: int, seed: i
     """The dev split of a run on custom tasks: `n` of their training items (never held-out ones), each task
     by its mix share (largest remainder), seeded. The base model answers it (difficulty outcome check,
     calibration) and best/ is chosen on it, so it must be the run's own task, not the built-in tasks."""
-    import random
-
     shares = {t: w for t, w in mix.items() if w > 0 and t in tasks}
     total = sum(shares.values())
     quota = {t: n * w / total for t, w in shares.items()}
