@@ -40,9 +40,9 @@ class StageFailed(Rc1Error):
 
 def cfg_gates_tag(pipe: "Pipeline") -> str:
     """The shadow-run tag the round 2 gate reads (gates config shadow_run.tag)."""
-    from rc1.config.load import load_gates_config
+    from rc1.config.load import load_run_gates
 
-    return load_gates_config(pipe.cfg.gates, pipe.ws, tasks=pipe.cfg.datasets.tasks).shadow_run.tag
+    return load_run_gates(pipe.cfg, pipe.ws).shadow_run.tag
 
 
 @dataclass
@@ -91,6 +91,13 @@ class Pipeline:
             return False
         return rep.get("identity") == signal_identity(self.ws, self.cfg)[0]
 
+    def make_min_outputs(self) -> tuple[str, ...]:
+        """What `rc1 data make-min --config` writes: a custom-only run's dev split, else the built-in min files."""
+        cfg = self.cfg
+        if all(t in cfg.datasets.tasks for t, w in cfg.datasets.mix.items() if w > 0):
+            return (cfg.data.eval_path,)
+        return (layout.TRAIN_MIN, layout.EVAL_MIN)
+
     def fit_current(self) -> bool:
         """The difficulty-fit report verifies and was made for this config's model, settings and ladder."""
         from rc1.training.fit import fit_identity, read_report
@@ -130,8 +137,8 @@ class Pipeline:
                                              "v1", "--out", v1], lambda: past() or self.artifacts_ok(v1))]
                     if v1_required(cfg) else [])
         return [
-            Stage("data: make-min", ["data", "make-min"],
-                  lambda: past() or self.artifacts_ok(layout.TRAIN_MIN, layout.EVAL_MIN)),
+            Stage("data: make-min", ["data", "make-min", "--config", c],  # a run on custom tasks: its own dev split
+                  lambda: past() or self.artifacts_ok(*self.make_min_outputs())),
             *v1_stage,
             Stage("data: seed pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--out", raw],
                   lambda: past() or self.artifacts_ok(raw)),

@@ -401,12 +401,12 @@ def _warnings_text(res, profile: str) -> list[str]:
 
 def _gate_section(ws: Workspace, cfg: "TrainConfig") -> list[str]:
     """The RC1 gate's checks on this same eval report (the gate is pure: it only reads files)."""
-    from rc1.config.load import load_gates_config
+    from rc1.config.load import load_run_gates
     from rc1.gates.base import GateContext
     from rc1.gates.registry import run_area
 
     try:
-        gates = load_gates_config(cfg.gates, ws)
+        gates = load_run_gates(cfg, ws)
     except ConfigError as exc:
         return [f"RC1 gate not evaluated: {exc.message}"]
     res = run_area("rc1_eval", GateContext(ws=ws, gates=gates, round="rc1_eval", config=cfg))

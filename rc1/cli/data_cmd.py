@@ -28,12 +28,13 @@ def _run_config(ws, path: Optional[str]):
 
 
 def _gates(ws, path: Optional[str], cfg=None):
-    from rc1.config.load import load_gates_config
+    from rc1.config.load import fit_to_user_tasks, load_gates_config
     from rc1.config.schema import GatesConfig
 
-    tasks = cfg.datasets.tasks if cfg is not None else ()
-    if path or cfg is not None:
-        return load_gates_config(path or cfg.gates, ws, tasks=tasks), path or cfg.gates
+    if cfg is not None:  # the run's thresholds (fitted to its custom tasks), from --gates or its own gates file
+        return fit_to_user_tasks(load_gates_config(path or cfg.gates, ws, tasks=cfg.datasets.tasks), cfg), path or cfg.gates
+    if path:
+        return load_gates_config(path, ws), path
     default = ws.path("configs/gates.yaml")
     if default.exists():
         return load_gates_config(default), "configs/gates.yaml"
@@ -90,7 +91,12 @@ def _mix_and_tasks(ws, cfg, specs: dict, mix: Optional[str], single: Optional[st
         chosen = dict(cfg.datasets.mix)
     else:
         chosen = parse_mix(DEFAULT_MIX)
-    return chosen, load_tasks(ws, specs, names=[t for t, w in chosen.items() if t in specs and w > 0])
+    tasks = load_tasks(ws, specs, names=[t for t, w in chosen.items() if t in specs and w > 0])
+    if cfg is not None:  # the run's eval must find its held-out items
+        from rc1.data.generic import check_heldout_sizes
+
+        check_heldout_sizes(tasks, chosen, cfg.eval.n_shadow)
+    return chosen, tasks
 
 
 def _finish(report: dict, name: str, report_path: Optional[str]) -> None:
@@ -178,11 +184,31 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option(help="seed")] = 20250823,
         n_train: Annotated[int, typer.Option(help="train items (>= 100)", min=100)] = 120,
         n_eval: Annotated[int, typer.Option(help="eval items (>= 30)", min=30)] = 40,
+        config: Annotated[Optional[str], typer.Option("--config", "-c", help="run config: when its datasets.mix "
+                                                                             "holds custom tasks only, the dev split "
+                                                                             "(data.eval_path) is drawn from their "
+                                                                             "training items instead")] = None,
     ) -> None:
-        """data/train_min.jsonl and data/eval_min.jsonl from the pool builder."""
+        """data/train_min.jsonl and data/eval_min.jsonl from the pool builder; with --config of a run on custom
+        tasks, that run's dev split from its own items."""
         from rc1.data.pipeline import make_min as run
 
-        info = run(workspace(), templates_dir, seed, n_train, n_eval)
+        ws = workspace()
+        cfg = _run_config(ws, config)
+        if cfg is not None and all(t in cfg.datasets.tasks for t, w in cfg.datasets.mix.items() if w > 0):
+            from rc1.data.generic import dev_split
+            from rc1.data.io import write_jsonl
+            from rc1.runtime.fingerprint import register_artifact
+
+            _, tasks = _mix_and_tasks(ws, cfg, dict(cfg.datasets.tasks), None, None)
+            items = dev_split(tasks, cfg.datasets.mix, n_eval, seed)
+            write_jsonl(ws.path(cfg.data.eval_path), items)
+            ev = register_artifact(ws, cfg.data.eval_path, "pool", role="dev", n=len(items), seed=seed,
+                                   tasks=sorted(tasks))
+            typer.echo(f"wrote {ev.path} ({len(items)} items: the dev split, from the training items of "
+                       f"{', '.join(sorted(tasks))}) sha256 {ev.sha256}")
+            return
+        info = run(ws, templates_dir, seed, n_train, n_eval)
         for v in info.values():
             typer.echo(f"wrote {v['path']} ({v['n']} items) sha256 {v['sha256']}")
 

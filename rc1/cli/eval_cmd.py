@@ -106,14 +106,14 @@ def register(app: typer.Typer) -> None:
         config: Annotated[str, typer.Option("--config", "-c", help="run config (relative to the workspace)")] = "configs/local.yaml",
     ) -> None:
         """Run one expansion stage with its before/after checks (no state change); exit 3 when a check fails."""
-        from rc1.config.load import load_gates_config, load_train_config
+        from rc1.config.load import load_run_gates, load_train_config
         from rc1.gates.base import GateContext
         from rc1.gates.registry import run_area
         from rc1.runtime.errors import ConfigError, GateRefused
 
         ws = workspace().ensure()
         cfg = load_train_config(config, ws)
-        gates = load_gates_config(cfg.gates, ws, tasks=cfg.datasets.tasks)
+        gates = load_run_gates(cfg, ws)
         if stage not in gates.scale.stages:
             raise ConfigError(f"--stage {stage!r}: unknown stage; known: {', '.join(gates.scale.stages)}")
         ctx = GateContext(ws=ws, gates=gates, round=stage, config=cfg, config_path=ws.path(config),

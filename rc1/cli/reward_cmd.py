@@ -27,10 +27,10 @@ def _config(ws, path: str | None):
 
 
 def _gates(ws, cfg):
-    from rc1.config.load import load_gates_config
+    from rc1.config.load import load_run_gates
     from rc1.config.schema import GatesConfig
 
-    return load_gates_config(cfg.gates, ws, tasks=cfg.datasets.tasks) if ws.path(cfg.gates).exists() else GatesConfig()
+    return load_run_gates(cfg, ws) if ws.path(cfg.gates).exists() else GatesConfig()
 
 
 def _num(x) -> str:

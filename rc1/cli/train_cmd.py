@@ -60,12 +60,12 @@ def register(app: typer.Typer) -> None:
             "--prompts", min=1, help="training prompts to roll out (default: the gates config's min_prompts)")] = None,
     ) -> None:
         """Roll out the base policy on training prompts, as training will (reports/learning_signal.json)."""
-        from rc1.config.load import load_gates_config, load_train_config
+        from rc1.config.load import load_run_gates, load_train_config
         from rc1.training.signal import REPORT, measure
 
         ws = workspace()
         cfg = load_train_config(config, ws)
-        n = prompts or load_gates_config(cfg.gates, ws).learning_signal.min_prompts
+        n = prompts or load_run_gates(cfg, ws).learning_signal.min_prompts
         rep = measure(ws, cfg, prompts=n, progress=lambda m: typer.echo(m, err=True))
         typer.echo(f"pass rate {rep['pass_rate']:.3f}, pass@{rep['group_size']} {rep['pass_at_k']:.3f}, truncated "
                    f"{rep['truncation_rate']:.3f}, groups without a correctness signal "

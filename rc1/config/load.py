@@ -139,6 +139,50 @@ def load_gates_config(path: str | os.PathLike, ws: Workspace | None = None, *,
     return cfg
 
 
+FITTED = "fitted to custom task(s)"  # how a fitted gates config's note begins its account of the fit
+# A run that draws every pool item more than this many times on average (steps x prompts per optimizer step /
+# pool size) trains on few distinct prompts; a user task's pool must hold at least steps x batch / this.
+MAX_DRAWS_PER_ITEM = 4
+
+
+def load_run_gates(cfg: TrainConfig, ws: Workspace | None = None) -> GatesConfig:
+    """The gates config a run is judged by: `cfg.gates`, validated with the run's custom tasks, and fitted to
+    a user task when it is a shipped profile written for the built-in tasks (see `fit_to_user_tasks`).
+    Every stage and gate of a run reads its thresholds through this function."""
+    return fit_to_user_tasks(load_gates_config(cfg.gates, ws, tasks=cfg.datasets.tasks), cfg)
+
+
+def fit_to_user_tasks(gates: GatesConfig, cfg: TrainConfig) -> GatesConfig:
+    """Thresholds that make sense for a run whose mix names custom tasks its gates file does not.
+
+    Such a gates file (configs/gates_local.yaml, configs/gates.yaml) was written for rc1's generated pool:
+    its task mixes become the run's `datasets.mix`, and the pool size it asks for (30,000 generated items)
+    becomes what this run draws: steps x prompts per step x gradient accumulation / MAX_DRAWS_PER_ITEM, at
+    least `learning_signal.min_prompts`, at most the file's own `pool.min_items` (a pool of custom tasks only;
+    generated items fill a mixed one). Checks that measure the generator's design on a user task (distinct-2,
+    minimum length, difficulty shares) report themselves not applicable (rc1.data.applicability); duplicates,
+    leaks, verifier coverage and learnability keep the file's thresholds. A gates file whose mixes name the
+    task is the user's own: taken as written."""
+    custom = [t for t, w in cfg.datasets.mix.items() if w > 0 and t in cfg.datasets.tasks]
+    named = set(gates.pool.mix) | set(gates.run_config.mix)
+    if not custom or named & set(cfg.datasets.tasks):
+        return gates
+    mix = dict(cfg.datasets.mix)
+    note = f"{FITTED} {custom}: pool.mix and run_config.mix = datasets.mix"
+    min_items = gates.pool.min_items
+    if all(t in cfg.datasets.tasks for t, w in mix.items() if w > 0):  # generated items would fill a mixed pool
+        drawn = cfg.total_steps * cfg.strategy.prompts_per_step * cfg.run.gradient_accumulation
+        min_items = min(min_items, max(gates.learning_signal.min_prompts, -(-drawn // MAX_DRAWS_PER_ITEM)))
+        note += (f", pool.min_items {min_items} (was {gates.pool.min_items}) = max(learning_signal.min_prompts, "
+                 f"{drawn} prompts drawn / {MAX_DRAWS_PER_ITEM})")
+    # model_copy(update=...): the mixes were validated against the run's tasks above; assignment would
+    # re-validate them without that context
+    return gates.model_copy(update={
+        "pool": gates.pool.model_copy(update={"mix": mix, "min_items": min_items}),
+        "run_config": gates.run_config.model_copy(update={"mix": mix}),
+        "note": "; ".join(filter(None, [gates.note, note]))})
+
+
 def load_weights(path: str | os.PathLike, ws: Workspace | None = None, *, max_weight: float = 0.5,
                  check_constraints: bool = True) -> WeightsFile:
     p = _resolve(ws, path)
@@ -172,7 +216,7 @@ def verify_config_file(path: str | os.PathLike, ws: Workspace | None = None) -> 
     _apply_env_overrides(cfg)
     # A train config names a gates config and weights: they must load too.
     errs: list[str] = []
-    gates = lambda ref, ws: load_gates_config(ref, ws, tasks=cfg.datasets.tasks)  # noqa: E731
+    gates = lambda ref, ws: load_run_gates(cfg, ws)  # noqa: E731
     for label, ref, loader in (("gates", cfg.gates, gates), ("reward.weights", cfg.reward.weights, load_weights)):
         try:
             loader(ref, ws)

@@ -76,6 +76,25 @@ def kl_vs_v1(items: list[dict]) -> str | None:
             "earlier version of this pool to measure it)")
 
 
+def generator_design(items: list[dict]) -> str | None:
+    """distinct-2 and the minimum length: thresholds set for the items rc1's generators write (templated
+    prompts of >= 64 tokens in many phrasings). A pool of custom tasks only is what the user wrote; its
+    duplicates, leaks and maximum length are still measured."""
+    if not items or any(it.get("task") in TASKS for it in items):
+        return None
+    return ("the pool holds custom tasks only: this threshold measures how rc1's generators write items (their "
+            "templates and lengths), not a task file's items; duplicates, leaks and the maximum length are measured")
+
+
+def difficulty_shares(task: str) -> str | None:
+    """hard/easy shares: the seeds' difficulty mix of the generated pool; a custom task's buckets come from its
+    labels or measured pass rates, whose shares are the task's own."""
+    if task in TASKS:
+        return None
+    return (f"{task} is a custom task: the hard/easy share bounds describe the mix rc1's generators are built to; "
+            "whether its buckets track difficulty is the base-model outcome check")
+
+
 def v1_required(config) -> bool:
     """Whether the pool gate needs a v1 pool file: a built-in task in the mix, or pool.v1_pool named."""
     if config is None:

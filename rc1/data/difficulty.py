@@ -193,9 +193,12 @@ def compute_metrics(items: list[dict], counter: TokenCounter | None = None,
 
 
 def parse_target(text: str | dict) -> dict[str, float]:
+    """'easy:0.25,medium:0.45,hard:0.30' -> shares; a bucket left out has share 0 ('easy:1.0' keeps easy only)."""
     t = parse_shares(text, "--target", "BUCKET:SHARE", "{val!r} is not a number")
-    if set(t) != set(BUCKETS):
-        raise ConfigError(f"--target must give exactly {list(BUCKETS)} (got {sorted(t)})")
+    unknown = sorted(set(t) - set(BUCKETS))
+    if unknown:
+        raise ConfigError(f"--target: unknown bucket(s) {unknown}; buckets: {list(BUCKETS)}")
+    t = {b: t.get(b, 0.0) for b in BUCKETS}
     if any(v < 0 for v in t.values()) or abs(sum(t.values()) - 1) > 1e-6:
         raise ConfigError(f"--target shares must be >= 0 and sum to 1 (got {sum(t.values()):.6g})")
     return t
@@ -235,6 +238,12 @@ def balance(items: list[dict], target: dict[str, float], seed: int,
             raise ConfigError(f"balance: the pool has no items of task(s) {missing} named in the mix")
         total = min(most[t] / share for t, share in mix.items() if share > 0)
         size = {t: min(most[t], int(math.floor(mix.get(t, 0.0) * total + 1e-9))) for t in by_task}
+    # A target that keeps nothing is an error, never an empty pool: a task whose buckets cannot meet it at all
+    # (so, with a mix, the whole pool) is named with what it has.
+    empty = [t for t in sorted(by_task) if most[t] == 0 and (not mix or mix.get(t, 0.0) > 0)]
+    if empty:
+        raise ConfigError(f"balance: the target {_shares(target)} keeps no item of task(s) {empty}: "
+                          + "; ".join(_shortage(t, avail[t], target, by_task, items) for t in empty))
     keep: list[int] = []
     summary = {}
     for task in sorted(by_task):
@@ -245,6 +254,24 @@ def balance(items: list[dict], target: dict[str, float], seed: int,
         summary[task] = {"available": avail[task], "kept": want, "n": sum(want.values())}
     keep.sort()
     return [items[i] for i in keep], summary
+
+
+def _shares(target: dict[str, float]) -> str:
+    return ",".join(f"{b}:{target[b]:g}" for b in BUCKETS)
+
+
+def _shortage(task: str, avail: dict[str, int], target: dict[str, float], by_task: dict, items: list[dict]) -> str:
+    """Why a task keeps nothing, and what would keep its items."""
+    have = ", ".join(f"{avail[b]} {b}" for b in BUCKETS)
+    lacking = [b for b in BUCKETS if target[b] > 0 and avail[b] == 0]
+    sources = {items[i].get("bucket_source", "measured") for g in by_task[task].values() for i in g}
+    why = (f"task {task}: {have}, none {'/'.join(lacking)}" if lacking else f"task {task}: {have}")
+    if "declared" not in sources:
+        why += " (no item declares meta.difficulty: the buckets were estimated from the text)"
+    present = {b: round(avail[b] / max(1, sum(avail.values())), 2) for b in BUCKETS[:-1]}
+    present[BUCKETS[-1]] = round(1 - sum(present.values()), 2)
+    return why + (f"; give targets the buckets can meet (e.g. --target {_shares(present)}, or "
+                  "pool.difficulty_target in the run config), or label items with meta.difficulty")
 
 
 def quantiles(values: list[float]) -> dict:
@@ -291,6 +318,10 @@ def difficulty_checks(balanced: list[dict], th) -> tuple[list[dict], dict]:
         sub = [it for it in balanced if it["task"] == task]
         c = Counter(it["bucket"] for it in sub)
         hard, easy = c["hard"] / len(sub), c["easy"] / len(sub)
+        why = A.difficulty_shares(task)
+        if why:
+            checks += [A.na_check(f"{task}: hard share", why), A.na_check(f"{task}: easy share", why)]
+            continue
         add(f"{task}: hard share", round(hard, 4), f">= {th.hard_min:g}", hard >= th.hard_min - 1e-12, f"{c['hard']}/{len(sub)}")
         add(f"{task}: easy share", round(easy, 4), f"<= {th.easy_max:g}", easy <= th.easy_max + 1e-12, f"{c['easy']}/{len(sub)}")
     if not balanced:

@@ -275,11 +275,15 @@ def validate(items: list[dict], shadow: list[dict] | None, v1: list[dict] | None
     lex = lexical_stats(texts, batch=th.distinct2_window, seed=seed)
     unigrams = lex.pop("unigram_counts")
     whole = corpus_distinct2(user_text(it) for it in items)
-    add("distinct-2", round(lex["distinct2"], 4),
-        f">= {th.distinct2_min:g} (mean over windows of {lex['batch_size']} items of a {len(idx)}-item sample)",
-        lex["distinct2"] >= th.distinct2_min,
-        f"{lex['batches']} windows of {lex['batch_size']} items (gates pool.distinct2_window); whole pool "
-        f"({n} items): {whole:.3f}; the {len(idx)}-item sample as one corpus: {lex['corpus_distinct2']:.3f}")
+    design = A.generator_design(items)
+    if design:
+        checks.append(A.na_check("distinct-2", design))
+    else:
+        add("distinct-2", round(lex["distinct2"], 4),
+            f">= {th.distinct2_min:g} (mean over windows of {lex['batch_size']} items of a {len(idx)}-item sample)",
+            lex["distinct2"] >= th.distinct2_min,
+            f"{lex['batches']} windows of {lex['batch_size']} items (gates pool.distinct2_window); whole pool "
+            f"({n} items): {whole:.3f}; the {len(idx)}-item sample as one corpus: {lex['corpus_distinct2']:.3f}")
     # 3-gram KL vs the previous (v1) pool, beyond the split-half baseline of this pool
     kl = None
     threshold = f">= {th.kl3_min:g} over the split-half baseline (KL(A||v1) - KL(A||B), {th.kl_sample} items each)"
@@ -319,8 +323,11 @@ def validate(items: list[dict], shadow: list[dict] | None, v1: list[dict] | None
     short = [items[i]["id"] for i, L in enumerate(lens) if L < th.len_min]
     long_ = [items[i]["id"] for i, L in enumerate(lens) if L > th.len_max]
     lo, hi = (min(lens), max(lens)) if lens else (None, None)
-    add("sample length min (tokens)", lo, f">= {th.len_min}", lo is not None and not short,
-        f"{len(short)} item(s) shorter: {short[:5]}" if short else "")
+    if design:
+        checks.append(A.na_check("sample length min (tokens)", design))
+    else:
+        add("sample length min (tokens)", lo, f">= {th.len_min}", lo is not None and not short,
+            f"{len(short)} item(s) shorter: {short[:5]}" if short else "")
     add("sample length max (tokens)", hi, f"<= {th.len_max}", hi is not None and not long_,
         f"{len(long_)} item(s) longer: {long_[:5]}" if long_ else "")
 

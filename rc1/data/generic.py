@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from rc1.config.load import format_validation_error
 from rc1.config.schema import BUCKETS, TaskSection, task_name_problem
-from rc1.envs.verifiers import gold_problem, resolve_verifier
+from rc1.envs.verifiers import as_verdict, gold_problem, resolve_verifier
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import sha256_file
 from rc1.runtime.workspace import Workspace
@@ -202,14 +204,37 @@ class TaskData:
         return {"verifier": self.verifier, "files": self.files, "train": len(self.train), "heldout": len(self.heldout)}
 
 
+def check_own_answers(items: list[dict], verifier: str, fn) -> None:
+    """A `python:` verifier must judge each item's own gold answer without raising and return a verdict
+    (a bool, a number in [0, 1] or a Verdict): found here, before anything is written, rather than in
+    the middle of training. The first MAX_REPORTED failures, each naming its item (file:line and id)."""
+    errors = []
+    for it in items:
+        try:
+            as_verdict(fn(it["answer"], it["answer"], tuple(it["aliases"])))
+        except Exception as exc:  # noqa: BLE001 - whatever the user's code does wrong, name the item
+            why = " ".join(f"{exc.__class__.__name__}: {exc}".split())
+            errors.append(f"{it['source']}: item {it['id']!r}: verifier {verifier} on the item's own answer: {why}")
+            if len(errors) == MAX_REPORTED:
+                break
+    if errors:
+        raise ConfigError(errors[0] if len(errors) == 1 else
+                          f"verifier {verifier}: failed on {len(errors)} item(s)' own answers", lines=errors)
+
+
 def load_task(ws: Workspace, name: str, spec: TaskSection) -> TaskData:
-    """Read a custom task: its verifier must resolve and its file(s) must be valid."""
-    resolve_verifier(spec.verifier, root=ws.root)  # UnknownVerifier (exit 2) before any item is read
+    """Read a custom task: its verifier must resolve, its file(s) must be valid, and a `python:` verifier
+    must judge every item's own answer."""
+    fn = resolve_verifier(spec.verifier, root=ws.root)  # UnknownVerifier (exit 2) before any item is read
     kw = dict(task=name, verifier=spec.verifier, max_turns=spec.max_turns, tools=list(spec.tools))
     items = read_task_file(ws.path(spec.path), shown=spec.path, **kw)
+    if spec.verifier.startswith("python:"):
+        check_own_answers(items, spec.verifier, fn)
     files = {ws.rel(ws.path(spec.path)): sha256_file(ws.path(spec.path))}
     if spec.heldout_path:
         train, held = items, read_task_file(ws.path(spec.heldout_path), shown=spec.heldout_path, **kw)
+        if spec.verifier.startswith("python:"):
+            check_own_answers(held, spec.verifier, fn)
         files[ws.rel(ws.path(spec.heldout_path))] = sha256_file(ws.path(spec.heldout_path))
         check_disjoint(train, held, spec.path, spec.heldout_path)
     else:
@@ -231,6 +256,41 @@ def load_tasks(ws: Workspace, specs: dict[str, TaskSection], names=None) -> dict
                 raise ConfigError(f"item id {it['id']!r} appears in task {other!r} and task {name!r}: ids must be "
                                   "unique across tasks (prefix them, or leave them out to get content ids)")
     return out
+
+
+def dev_split(tasks: dict[str, TaskData], mix: dict[str, float], n: int, seed: int) -> list[dict]:
+    """The dev split of a run on custom tasks: `n` of their training items (never held-out ones), each task
+    by its mix share (largest remainder), seeded. The base model answers it (difficulty outcome check,
+    calibration) and best/ is chosen on it, so it must be the run's own task, not the built-in tasks."""
+    shares = {t: w for t, w in mix.items() if w > 0 and t in tasks}
+    total = sum(shares.values())
+    quota = {t: n * w / total for t, w in shares.items()}
+    take = {t: min(int(q), len(tasks[t].train)) for t, q in quota.items()}
+    for t in sorted(shares, key=lambda t: quota[t] - int(quota[t]), reverse=True):
+        if sum(take.values()) < n and take[t] < len(tasks[t].train):
+            take[t] += 1
+    out = []
+    for t in sorted(shares):
+        rng = random.Random(f"dev:{seed}:{t}")
+        out += sorted(rng.sample(tasks[t].train, take[t]), key=lambda it: it["id"])
+    return out
+
+
+def check_heldout_sizes(tasks: dict[str, TaskData], mix: dict[str, float], n_shadow: int | None) -> None:
+    """The eval judges `eval.n_shadow` held-out items (None: all there are), a custom task its mix share of
+    them: a held-out share that leaves fewer is an error naming the task, before any file is written."""
+    if not n_shadow:
+        for name, data in tasks.items():
+            if mix.get(name, 0) > 0 and not data.heldout:
+                raise ConfigError(f"datasets.tasks.{name}.heldout: holds out no item of {data.name}, and the eval "
+                                  "needs held-out items (raise heldout, or give heldout_path)")
+        return
+    for name, data in sorted(tasks.items()):
+        need = math.ceil(n_shadow * mix.get(name, 0.0) - 1e-9)
+        if need > len(data.heldout):
+            raise ConfigError(f"datasets.tasks.{name}.heldout: {len(data.heldout)} held-out item(s) of {name}, and "
+                              f"eval.n_shadow {n_shadow} needs {need} (raise heldout, give heldout_path, or lower "
+                              "eval.n_shadow)")
 
 
 def task_name_for(path: str) -> str:

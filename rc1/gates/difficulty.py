@@ -110,7 +110,7 @@ def outcome_check(ctx: GateContext, result: GateResult) -> Check:
     gap = D.outcome_gap(measured, outcomes, confidence=th.outcome_confidence, min_successes=th.outcome_min_successes,
                         gap_min_pp=th.outcome_gap_min_pp, seed=len(items))
     rates = "; ".join(f"{t}: " + ", ".join(f"{b} {r['successes']}/{r['answers']}" for b, r in row.items() if r["answers"])
-                      for t, row in gap["by_task"].items())
+                      for t, row in gap["by_task"].items() if any(r["answers"] for r in row.values()))
     result.notes.append(f"base-model outcomes on the dev split ({rel}, {meta.get('generations')} answers per item): {rates}")
     detail = f"{gap['why']}; successes/answers {rates}"
     if not gap["measurable"]:

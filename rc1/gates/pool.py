@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from rc1.config.load import FITTED
 from rc1.data.applicability import v1_required
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.fingerprint import Evidence, sha256_file, verify_artifact
@@ -91,6 +92,7 @@ def evaluate(ctx: GateContext) -> GateResult:
     ws, th = ctx.ws, ctx.gates.pool
     paths = data_paths(ctx)
     result = GateResult("pool")
+    result.notes += [f"thresholds {part}" for part in ctx.gates.note.split("; ") if part.startswith(FITTED)]
     present = {k: ws.path(paths[k]).exists() for k in ("pool", "shadow", "v1")}
     for key in ("pool", "shadow", "v1"):
         if present[key]:

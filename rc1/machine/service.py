@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rc1.config.load import config_hash, load_gates_config, load_train_config
+from rc1.config.load import config_hash, load_run_gates, load_train_config
 from rc1.config.schema import GatesConfig, TrainConfig
 from rc1.gates.base import GateContext, GateResult
 from rc1.gates.registry import run_gate
@@ -38,7 +38,7 @@ def load_for_gates(ws: Workspace, config_path: str | None) -> Loaded:
     if path is None:
         return Loaded(None, None, GatesConfig(), None, None)
     cfg = load_train_config(path, ws)
-    gates = load_gates_config(cfg.gates, ws, tasks=cfg.datasets.tasks)
+    gates = load_run_gates(cfg, ws)
     return Loaded(cfg, ws.rel(ws.path(path)), gates, cfg.gates, config_hash(cfg))
 
 

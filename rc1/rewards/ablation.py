@@ -44,7 +44,7 @@ def best_of_n(groups: dict[str, list[tuple[dict, object]]], model: RewardModel) 
 def ablate_overclar(ws: Workspace, cfg: TrainConfig, *, n: int = 245, generations: int = 4, seed: int = 20250820,
                     tag: str = "overclar_ablation", stratify: bool = True, max_turns: int | None = None,
                     batch_size: int = 8) -> dict:
-    from rc1.config.load import load_gates_config
+    from rc1.config.load import load_run_gates
     from rc1.config.schema import GatesConfig
 
     base = RewardModel.from_config(cfg, ws)
@@ -57,7 +57,7 @@ def ablate_overclar(ws: Workspace, cfg: TrainConfig, *, n: int = 245, generation
     for it, ep in pairs:
         groups.setdefault(it["id"], []).append((it, ep))
     a_without, a_with = arm_metrics(best_of_n(groups, without)), arm_metrics(best_of_n(groups, with_pen))
-    g = load_gates_config(cfg.gates, ws).ablation if ws.path(cfg.gates).exists() else GatesConfig().ablation
+    g = load_run_gates(cfg, ws).ablation if ws.path(cfg.gates).exists() else GatesConfig().ablation
     rate_red = ((a_without["overclar_rate"] - a_with["overclar_rate"]) / a_without["overclar_rate"]
                 if a_without["overclar_rate"] > 0 else None)
     success_drop_pp = (a_without["success"] - a_with["success"]) * 100

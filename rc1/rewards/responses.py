@@ -46,6 +46,21 @@ def load_item_file(ws: Workspace, rel: str, label: str = "items file") -> tuple[
     return items, ws.rel(p), sha256_file(p)
 
 
+def check_dev_tasks(cfg: TrainConfig, items: list[dict], rel: str) -> None:
+    """A dev split must hold the run's own tasks: base-model answers to other tasks' items (data/eval_min.jsonl
+    of the built-in tasks, for a run on a custom task) would judge difficulty and fit the reward on items
+    the run never trains on."""
+    run_tasks = {t for t, w in cfg.datasets.mix.items() if w > 0}
+    held = {str(it.get("task")) for it in items}
+    foreign = sorted(held - run_tasks)
+    # `rc1 data make-min --config` writes a run on custom tasks its own split; a run that mixes built-in tasks
+    # in keeps data/eval_min.jsonl as long as it holds some of the run's tasks
+    if foreign and (run_tasks <= set(cfg.datasets.tasks) or not held & run_tasks):
+        raise ConfigError(f"dev split {rel}: holds items of task(s) {foreign}, which this run does not train on "
+                          f"(datasets.mix {sorted(run_tasks)}): draw it from the run's tasks with `rc1 data make-min "
+                          "--config CONFIG`, or set data.eval_path")
+
+
 def select_items(items: list[dict], n: int, seed: int, stratify: bool) -> list[dict]:
     """n items; stratified by (task, bucket) with proportional allocation (largest remainder), seeded."""
     if n < 1:
@@ -108,6 +123,8 @@ def obtain_responses(ws: Workspace, cfg: TrainConfig, *, n: int, seed: int, stra
         source, source_rel, source_sha = load_shadow_set(ws, cfg)
     else:
         source, source_rel, source_sha = load_item_file(ws, items_path)
+        if tag == DEV_BASE_TAG:
+            check_dev_tasks(cfg, source, source_rel)
     items = select_items(source, n, seed, stratify)
     want = {"model_base": cfg.model.base, "shadow_set": source_rel, "shadow_set_sha256": source_sha, "seed": seed,
             "stratify": stratify, "n": len(items), "generations": generations,
@@ -176,6 +193,7 @@ def dev_base_outcomes(ws: Workspace, cfg: TrainConfig) -> tuple[list[dict], dict
         raise ConfigError(f"{rel} is missing: make the base model's answers to the dev split with `{remake}`")
     meta = json.loads(meta_path.read_text())
     items, items_rel, items_sha = load_item_file(ws, cfg.data.eval_path, "dev split")
+    check_dev_tasks(cfg, items, items_rel)
     if meta.get("shadow_set") != items_rel or meta.get("shadow_set_sha256") != items_sha:
         raise ConfigError(f"{rel} answers {meta.get('shadow_set')}, not the current {items_rel}: remake it with `{remake}`")
     if meta.get("model_base") != cfg.model.base:

@@ -132,9 +132,13 @@ def write_items(tmp: Workspace, cfg, source: Workspace) -> None:
         raise ConfigError(f"smoke: pool.templates_dir {cfg.pool.templates_dir} not found in the workspace "
                           "(the smoke builds its items with the pool builder)")
     n = SMOKE_TRAIN_ITEMS + 2 * SMOKE_EVAL_ITEMS  # dev and held-out sets never share items (rc1.eval.splits)
+    from rc1.data.generic import load_tasks
+
+    custom = load_tasks(source, cfg.datasets.tasks, names=[t for t, w in cfg.datasets.mix.items()  # its task files
+                                                           if w > 0 and t in cfg.datasets.tasks])
     params = BuildParams(n=3 * n, mix=dict(cfg.datasets.mix), max_turns=cfg.pool.max_turns, tools=list(cfg.pool.tools),
                          templates_dir=templates, seed=cfg.pool.seed, space="smoke", id_prefix="smoke",
-                         clarify_rate=cfg.pool.clarify_rate)
+                         clarify_rate=cfg.pool.clarify_rate, custom={t: d.train for t, d in custom.items()} or None)
     # the shortest prompts of the mix: the step's cost is mostly prompt tokens, and their length tests nothing here
     items = sorted(build_pool(params), key=lambda it: sum(len(m["content"]) for m in it["messages"]))[:n]
     for it in items:
