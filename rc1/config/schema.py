@@ -20,7 +20,7 @@ TASK_NAME = r"^[a-z][a-z0-9_]{0,39}$"
 # tasks are instances of the named verifiers.
 VERIFIER_NAMES = ("numeric", "exact", "f1", "yes_no", "choice")
 # Levels of each built-in task's difficulty ladder (0 .. n-1; what each level is: rc1.data.ladder.LADDER).
-LADDER_LEVELS = {"gsm8k": 7, "hotpotqa": 6, "strategyqa": 6}
+LADDER_LEVELS = {"gsm8k": 8, "hotpotqa": 6, "strategyqa": 6}
 TASK_VERIFIERS = {"gsm8k": "numeric", "hotpotqa": "f1", "strategyqa": "yes_no"}
 PYTHON_VERIFIER = re.compile(r"^python:([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*)$")
 BUCKETS = ("easy", "medium", "hard")

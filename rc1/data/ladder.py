@@ -10,13 +10,14 @@ generators' multi-turn, tool-using items of today.
 =====  ==========================================  =========================================  ======
 task   level                                       how                                        bucket
 =====  ==========================================  =========================================  ======
-gsm8k  0  1 operation, numbers below 20            add or subtract, single turn               easy
-gsm8k  1  1 operation, two-digit numbers            add or subtract, single turn               easy
-gsm8k  2  2 operations, numbers below 20            add / subtract chain, single turn          easy
-gsm8k  3  3 operations, numbers below 20            add / subtract chain, single turn          medium
-gsm8k  4  today's easy   (1-2 steps, tools)         rc1.data.generators, protocol              easy
-gsm8k  5  today's medium (2-3 steps)                                                           medium
-gsm8k  6  today's hard   (4-7 steps, x / % / pack)                                             hard
+gsm8k  0  1 operation, bare numbers below 20       "What is 7 + 5?", single turn              easy
+gsm8k  1  1 operation, numbers below 20            a one-step story, single turn              easy
+gsm8k  2  1 operation, two-digit numbers            a one-step story, single turn              easy
+gsm8k  3  2 operations, numbers below 20            add / subtract chain, single turn          easy
+gsm8k  4  3 operations, numbers below 20            add / subtract chain, single turn          medium
+gsm8k  5  today's easy   (1-2 steps, tools)         rc1.data.generators, protocol              easy
+gsm8k  6  today's medium (2-3 steps)                                                           medium
+gsm8k  7  today's hard   (4-7 steps, x / % / pack)                                             hard
 hotpo  0  1 hop, one short paragraph                the answer sentence and one other          easy
 hotpo  1  1 hop among 2-3 distractor paragraphs                                                easy
 hotpo  2  2 hops, both pages shown, distractors     single turn                                medium
@@ -56,10 +57,10 @@ class Level:
 
 
 LADDER: dict[str, tuple[Level, ...]] = {
-    "gsm8k": (Level(0, "1 op, numbers < 20", "easy"), Level(1, "1 op, two-digit", "easy"),
-              Level(2, "2 ops, numbers < 20", "easy"), Level(3, "3 ops, numbers < 20", "medium"),
-              Level(4, "1-2 steps, tools", "easy", "easy"), Level(5, "2-3 steps, tools", "medium", "medium"),
-              Level(6, "4-7 steps, tools", "hard", "hard")),
+    "gsm8k": (Level(0, "1 op, bare numbers < 20", "easy"), Level(1, "1 op, numbers < 20", "easy"),
+              Level(2, "1 op, two-digit", "easy"), Level(3, "2 ops, numbers < 20", "easy"),
+              Level(4, "3 ops, numbers < 20", "medium"), Level(5, "1-2 steps, tools", "easy", "easy"),
+              Level(6, "2-3 steps, tools", "medium", "medium"), Level(7, "4-7 steps, tools", "hard", "hard")),
     "hotpotqa": (Level(0, "1 hop, one paragraph", "easy"), Level(1, "1 hop, distractors", "easy"),
                  Level(2, "2 hops shown, distractors", "medium"), Level(3, "2 hops, tools", "easy", "easy"),
                  Level(4, "2 hops, lookups", "medium", "medium"), Level(5, "3 hops, lookups", "hard", "hard")),
@@ -115,6 +116,20 @@ def _arith(rng: random.Random, ops: int, lo: int, hi: int) -> dict:
     ask = rng.choice([f"How many {obj} does {name} have now?", f"How many {obj} are left?",
                       f"How many {obj} does {name} end up with?"])
     return {"question": " ".join(story + [ask]), "answer": "\n".join(lines) + f"\n#### {value}"}
+
+
+def _bare(rng: random.Random, lo: int, hi: int) -> dict:
+    """One operation on bare numbers: "What is 7 + 5?" (never below zero)."""
+    a, b = rng.randint(lo, hi), rng.randint(lo, hi)
+    if rng.random() < 0.5:
+        line, q = f"{a} + {b} = {a + b}", rng.choice([f"What is {a} + {b}?", f"Compute {a} + {b}.", f"Add {a} and {b}."])
+        value = a + b
+    else:
+        a, b = max(a, b), min(a, b)
+        line, q = f"{a} - {b} = {a - b}", rng.choice([f"What is {a} - {b}?", f"Compute {a} - {b}.",
+                                                       f"Subtract {b} from {a}."])
+        value = a - b
+    return {"question": q, "answer": f"{line}\n#### {value}"}
 
 
 _PAGE_OTHER = ("It is known for its {color} {material} front.", "It holds about {k} {genre}.",
@@ -224,8 +239,8 @@ def plain_item_text(task: str, rec: dict) -> str:
 def generate_plain(task: str, n: int, rng: random.Random) -> dict:
     """A plain rung's record: {question, answer, supporting, corpus, steps, hops, text}."""
     if task == "gsm8k":
-        ops, lo, hi = {0: (1, 1, 19), 1: (1, 10, 99), 2: (2, 1, 19), 3: (3, 1, 19)}[n]
-        rec = _arith(rng, ops, lo, hi)
+        ops, lo, hi = {0: (1, 1, 19), 1: (1, 1, 19), 2: (1, 10, 99), 3: (2, 1, 19), 4: (3, 1, 19)}[n]
+        rec = _bare(rng, lo, hi) if n == 0 else _arith(rng, ops, lo, hi)
         lines = rec["answer"].split("\n")[:-1]
         return {"question": rec["question"], "answer": rec["answer"].rsplit("#### ", 1)[1], "supporting": lines,
                 "corpus": [], "steps": ops, "hops": 0, "text": plain_item_text(task, rec),

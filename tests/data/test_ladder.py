@@ -47,7 +47,7 @@ def test_every_level_makes_verifiable_items(pack, task):
 
 
 def test_gsm8k_levels_count_operations_and_keep_numbers_small(pack):
-    for n, ops in ((0, 1), (1, 1), (2, 2), (3, 3)):
+    for n, ops in ((0, 1), (1, 1), (2, 1), (3, 2), (4, 3)):
         for it in items(pack, "gsm8k", n, 30):
             sol = it["meta"]["solution"]
             assert len(sol) == ops == it["meta"]["steps"]
@@ -58,7 +58,7 @@ def test_gsm8k_levels_count_operations_and_keep_numbers_small(pack):
                 assert int(c) == (int(a) + int(b) if op == "+" else int(a) - int(b)) and int(c) >= 0
                 value = int(c)
             assert str(value) == it["answer"]
-            if n in (0, 2, 3):
+            if n != 2:
                 assert max(int(line.split()[2]) for line in sol) < 20 and int(sol[0].split()[0]) < 20
 
 
@@ -84,11 +84,11 @@ def test_strategyqa_bottom_states_the_deciding_fact_and_answers_are_balanced(pac
 
 
 def test_hint_shows_a_prefix_of_the_solution_never_the_last_line(pack):
-    it = items(pack, "gsm8k", 3, 1)[0]
+    it = items(pack, "gsm8k", 4, 1)[0]
     sol = it["meta"]["solution"]
     hinted = L.with_hint(it, 0.5)
     text = hinted["messages"][-1]["content"]
     assert "Hint: " + sol[0] in text and sol[-1] not in text.split("Hint:")[1]
     assert L.with_hint(it, 1.0)["meta"]["hint_lines"] == len(sol) - 1
     assert L.with_hint(it, 0.0) is it
-    assert L.with_hint(items(pack, "gsm8k", 0, 1)[0], 1.0)["meta"].get("hint_lines") is None  # 1 op: nothing to show
+    assert L.with_hint(items(pack, "gsm8k", 1, 1)[0], 1.0)["meta"].get("hint_lines") is None  # 1 op: nothing to show

@@ -62,7 +62,8 @@ def gate(ws, cfg, config):
     from rc1.gates.base import GateContext
     from rc1.gates.difficulty_fit import evaluate
 
-    return evaluate(GateContext(ws=ws, gates=load_gates_config(cfg.gates, ws), config=cfg, config_path=str(config)))
+    return evaluate(GateContext(ws=ws, gates=load_gates_config(cfg.gates, ws), round="round2", config=cfg,
+                                config_path=str(config)))
 
 
 def test_fit_writes_disjoint_item_files_and_the_gate_checks_them(tmp_path, tiny_dir):
@@ -129,7 +130,8 @@ def test_bad_fit_settings_are_config_errors_with_the_dotted_path(tmp_path, tiny_
     config = make_workspace(tmp_path, tiny_dir, extra={"difficulty_fit": fit})
     with pytest.raises(ConfigError) as exc:
         load_train_config(str(config), Workspace(tmp_path))
-    assert "difficulty_fit" in str(exc.value) and problem in str(exc.value)
+    text = "\n".join([str(exc.value), *exc.value.lines])
+    assert "difficulty_fit" in text and problem in text
 
 
 def curriculum_items():
