@@ -27,19 +27,13 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        from rc1.config.load import load_train_config, verify_config_file, write_effective_config
         from rc1.pipeline import Pipeline
         from rc1.runtime.logs import setup_logging
-        from rc1.runtime.provenance import write_code_fingerprint
 
-        ws = workspace().ensure()
-        verify_config_file(config, ws)
-        cfg = load_train_config(config, ws)
-        setup_logging(ws, console=False)
-        write_code_fingerprint(ws)
-        write_effective_config(ws, cfg, config)
         console = Console()
-        pipe = Pipeline(ws, config, cfg, echo=console.print)
+        pipe = Pipeline.prepare(workspace(), config, echo=console.print)
+        ws = pipe.ws
+        setup_logging(ws, console=False)
         stages = pipe.stages()
         t_start = time.time()
         console.print(f"[bold]rc1 pipeline[/] workspace {ws.root}  config {config}  (log: logs/pipeline.log)")

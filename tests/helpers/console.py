@@ -64,6 +64,14 @@ def gate_runner(gate: str) -> list[GateResult]:
     return _gate_results(gate)
 
 
+def pass_round2(ws: Workspace) -> None:
+    """Move the fixture workspace on to round2_pass with gates that pass (training may start from there)."""
+    from rc1.machine.service import advance, open_machine
+
+    passing = lambda gate: [GateResult("pool", [Check.at_least("distinct-2", 0.71, 0.6)], [])]  # noqa: E731
+    advance(ws, "round2_pass", machine=open_machine(ws, gate_runner=passing))
+
+
 def build_workspace(root: Path, monkeypatch, *, metrics_steps: int = 240, corrupt: int = 2) -> Workspace:
     """round1 passed (ticket, audit), round2 refused (failing checks), reports, metrics, logs, a checkpoint."""
     from rc1.machine.service import advance, open_machine

@@ -18,7 +18,9 @@ from rc1.console.screens.base import WorkspaceScreen
 from rc1.console.widgets.plot import PlotPanel
 
 
-def trainer_text(msg: TrainerUpdated | None, snapshot: MetricsSnapshot | None) -> Text:
+def trainer_text(msg: TrainerUpdated | None, snapshot: MetricsSnapshot | None, train_blocked: str | None = None,
+                 resume_blocked: str | None = None) -> Text:
+    """The trainer's line; `train_blocked` / `resume_blocked`: why t / r would be refused now (None: they run)."""
     if msg is None:
         return Text("trainer: checking…", style="dim")
     if msg.unavailable:
@@ -27,7 +29,10 @@ def trainer_text(msg: TrainerUpdated | None, snapshot: MetricsSnapshot | None) -
     step = (snapshot.last.get("step") if snapshot and snapshot.last else None)
     step = getattr(st, "step", None) if getattr(st, "step", None) is not None else step
     if st is None or getattr(st, "pid", None) is None:
-        return Text("trainer: not running — press t to start, r to resume from the latest checkpoint", style="dim")
+        if train_blocked:
+            return Text(f"trainer: not running — training cannot start: {train_blocked}", style="yellow")
+        return Text("trainer: not running — press t to start" + (
+            "" if resume_blocked else ", r to resume from the latest checkpoint"), style="dim")
     out = Text()
     alive = getattr(st, "alive", False)
     out.append("● running" if alive else "✘ not running", style="bold green" if alive else "bold red")
@@ -50,7 +55,8 @@ def trainer_text(msg: TrainerUpdated | None, snapshot: MetricsSnapshot | None) -
             if (msg.error_report or {}).get("step") is not None:
                 out.append(f" (at step {msg.error_report['step']})", style="red")
             out.append(f"\nERROR report: {report}", style="bold")
-        out.append("\npress f for a failpack, r to resume from the latest checkpoint", style="yellow")
+        out.append("\npress f for a failpack" + ("" if resume_blocked else ", r to resume from the latest checkpoint"),
+                   style="yellow")
     return out
 
 
@@ -144,7 +150,9 @@ class TrainingScreen(WorkspaceScreen):
 
     def show_trainer(self, msg: TrainerUpdated | None) -> None:
         snap = self.app.metrics[0] if self.app.metrics else None
-        self.query_one("#trainer-status", Static).update(trainer_text(msg, snap))
+        app = self.app
+        self.query_one("#trainer-status", Static).update(
+            trainer_text(msg, snap, app.disabled_reason("train"), app.disabled_reason("resume")))
 
     def show_metrics(self, snap: MetricsSnapshot, plots: dict[str, str]) -> None:
         for panel in self.query(PlotPanel):
