@@ -171,3 +171,85 @@ class RecordingBackend(ConsoleBackend):
 
     def max_steps(self):
         return 2000
+
+
+# -- a pipeline whose stages are small scripts, run by the real Pipeline.run_stage ----------------------------
+# Each stage's script runs in place of its `rc1` command (see `scripted_stages`); a finished stage leaves a
+# marker file that its `done()` reads, as the real stages' outputs do.
+STAGE_SCRIPTS = {
+    "ok": "import pathlib, sys; print('working'); pathlib.Path(sys.argv[1]).write_text('done')",
+    # training-like: counts steps into a file (resuming from it), stops cleanly on SIGINT, marks done at 400
+    "train": """
+import os, pathlib, sys, time
+marker = pathlib.Path(sys.argv[1]); steps = marker.with_suffix('.step'); tmp = marker.with_suffix('.tmp')
+step = int(steps.read_text()) if steps.exists() else 0
+print(f'resuming from step {step}' if step else 'starting at step 0', flush=True)
+try:
+    while step < 400:
+        time.sleep(0.02); step += 1; tmp.write_text(str(step)); os.replace(tmp, steps)  # whole, never torn
+except KeyboardInterrupt:
+    print(f'stopped cleanly at step {step} (checkpoint written)', flush=True); sys.exit(130)
+marker.write_text('done'); print('trained', flush=True)
+""",
+    "refuse": "print('REFUSED: gate round2 did not pass; state stays round1'); raise SystemExit(3)",
+    "crash": "print('Traceback (most recent call last):'); print('RuntimeError: disk on fire'); raise SystemExit(1)",
+}
+
+
+def scripted_stages(ws: Workspace, plan: list[tuple[str, str]]):
+    """Stages named as given, each running STAGE_SCRIPTS[kind]; done once its marker file exists."""
+    from rc1.pipeline import Stage
+
+    def marker(name: str) -> Path:
+        return ws.root / "stage_markers" / (name.replace(" ", "_").replace(":", "") + ".done")
+
+    (ws.root / "stage_markers").mkdir(exist_ok=True)
+    stages = []
+    for name, kind in plan:
+        m = marker(name)
+        watch = (lambda m=m: (int(m.with_suffix(".step").read_text()), 400)
+                 if m.with_suffix(".step").exists() else None) if kind == "train" else None
+        stages.append(Stage(name, ["__script__", kind, str(m)], lambda m=m: m.exists(), watch=watch))
+    return stages
+
+
+def route_scripts(monkeypatch) -> None:
+    """Popen of `rc1 ... __script__ KIND MARKER` (a scripted stage) runs the script instead of rc1."""
+    import subprocess
+    import sys
+
+    real = subprocess.Popen
+
+    def popen(cmd, *a, **kw):
+        if isinstance(cmd, list) and "__script__" in cmd:
+            i = cmd.index("__script__")
+            cmd = [sys.executable, "-c", STAGE_SCRIPTS[cmd[i + 1]], cmd[i + 2]]
+        return real(cmd, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+
+
+def scripted_pipeline(ws: Workspace, plan: list[tuple[str, str]]):
+    """The real rc1.pipeline.Pipeline (run_stage, _stop_child, timings) over scripted stages."""
+    from rc1.config.schema import TrainConfig
+    from rc1.pipeline import Pipeline
+
+    class Scripted(Pipeline):
+        def stages(self):
+            return scripted_stages(self.ws, plan)
+
+    return Scripted(ws, "configs/scripted.yaml", TrainConfig.model_construct(), echo=lambda _m: None)
+
+
+class PipelineBackend(RecordingBackend):
+    """RecordingBackend whose pipeline is `scripted_pipeline(plan)`."""
+
+    def __init__(self, ws: Workspace, plan: list[tuple[str, str]], **kw):
+        super().__init__(ws, "configs/scripted.yaml", **kw)
+        self.plan = plan
+
+    def pipeline(self):
+        return scripted_pipeline(self.ws, self.plan)
+
+    def pipeline_stages(self):
+        return [(s.name, s.done()) for s in scripted_stages(self.ws, self.plan)]
