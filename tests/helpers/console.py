@@ -253,3 +253,51 @@ class PipelineBackend(RecordingBackend):
 
     def pipeline_stages(self):
         return [(s.name, s.done()) for s in scripted_stages(self.ws, self.plan)]
+
+
+# -- the plotted reports: a difficulty fit, curriculum weights in metrics lines, an eval report ---------------
+DIFFICULTY_FIT = {
+    "band": [0.2, 0.6],
+    "tasks": {
+        "gsm8k": {"levels": [
+            {"level": 0, "name": "1 op", "n": 32, "successes": 9, "pass_rate": 0.28, "ci": [0.15, 0.45], "chosen": True},
+            {"level": 1, "name": "2 ops", "n": 32, "successes": 4, "pass_rate": 0.125, "ci": [0.05, 0.28], "chosen": True},
+            {"level": 2, "name": "3 ops", "n": 32, "successes": 0, "pass_rate": 0.0, "ci": [0.0, 0.11], "chosen": False}],
+            "chosen": [0, 1], "dropped": False, "reason": "levels 0-1 reach the band"},
+        "hotpotqa": {"levels": [
+            {"level": 0, "name": "1 hop", "n": 32, "successes": 0, "pass_rate": 0.0, "ci": [0.0, 0.11], "chosen": False}],
+            "chosen": [], "dropped": True, "reason": "no level reaches 0.2"},
+    },
+}
+
+
+def curriculum_fields(step: int) -> dict:
+    """curriculum/<task>/L<level>/{weight,pass_rate}: the mix moves from L0 to L1 as L0 is learned."""
+    shift = min(1.0, step / 240)
+    return {"curriculum/gsm8k/L0/weight": round(0.8 - 0.5 * shift, 4), "curriculum/gsm8k/L1/weight": round(0.2 + 0.5 * shift, 4),
+            "curriculum/gsm8k/L0/pass_rate": round(0.28 + 0.4 * shift, 4), "curriculum/gsm8k/L1/pass_rate": round(0.12 + 0.2 * shift, 4)}
+
+
+def eval_report() -> dict:
+    """An eval report (rc1.eval.harness shape, trimmed to what the held-out gain chart reads)."""
+    by_task = {"gsm8k": {"n": 40, "base": 0.1, "trained": 0.3, "delta_pp": 20.0, "ci95_pp": [7.5, 32.5]},
+               "strategyqa": {"n": 40, "base": 0.55, "trained": 0.5, "delta_pp": -5.0, "ci95_pp": [-17.5, 7.5]}}
+    return {"kind": "ppo_eval", "heldout_set": "heldout", "seeds": [7],
+            "runs": [{"seed_index": 0, "seed": 7, "results": {"heldout": {"delta": {
+                "success": {"n": 80, "delta_pp": 7.5, "ci95_pp": [-1.25, 16.25]}, "by_task": by_task}}}}]}
+
+
+def write_plotted_reports(ws: Workspace) -> None:
+    """Add the difficulty fit, an eval report, and curriculum weights on every metrics line."""
+    ws.path("reports/difficulty_fit.json").write_text(json.dumps(DIFFICULTY_FIT, indent=1))
+    ws.path("reports/ppo_eval_20261122T030000Z.json").write_text(json.dumps(eval_report(), indent=1))
+    lines = ws.metrics_path.read_text().split("\n")
+    out = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            out.append(line)
+            continue
+        out.append(json.dumps({**rec, **curriculum_fields(rec["step"])}))
+    ws.metrics_path.write_text("\n".join(out))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Grid, Horizontal
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.widgets import Log, Static
 
 from rc1.console.messages import TrainerUpdated
@@ -121,14 +121,18 @@ class TrainingScreen(WorkspaceScreen):
     SUBTITLE = "training"
     BORDER_TITLES = {"#train-log": "logs/train.log", "#metrics-info": "reports/metrics.jsonl"}
 
+    AUTO_FOCUS = None  # a focused log would scroll a short terminal past the plots
+
     def body(self) -> ComposeResult:
         yield Static(id="trainer-status")
-        with Grid(id="plots"):
-            for title, _ in PLOTS:
-                yield PlotPanel(title, classes="plot")
-        with Horizontal(id="training-bottom"):
-            yield Log(id="train-log", max_lines=2000)
-            yield Static(id="metrics-info")
+        # In a short terminal the plots keep a readable height (axes included) and the screen scrolls.
+        with VerticalScroll(id="training-scroll"):
+            with Grid(id="plots"):
+                for title, _ in PLOTS:
+                    yield PlotPanel(title, classes="plot")
+            with Horizontal(id="training-bottom"):
+                yield Log(id="train-log", max_lines=2000)
+                yield Static(id="metrics-info")
 
     def refresh_view(self) -> None:
         self.app.set_plots_visible(True)
