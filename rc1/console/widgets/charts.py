@@ -87,8 +87,10 @@ class IntervalChart:
         line = [" "] * track
         labels = [" "] * (track + 8)
         n = max(2, min(self.ticks, track // 8 + 1))
-        for i in range(n):
-            x = self.lo + (self.hi - self.lo) * i / (n - 1)
+        ticks = [self.lo + (self.hi - self.lo) * i / (n - 1) for i in range(n)]
+        if self.zero is not None and self.zero not in ticks:  # the reference value is always labelled
+            ticks.insert(1, self.zero)
+        for x in ticks:
             c = self._col(x, track)
             line[c] = "┴" if 0 < c < track - 1 else ("└" if c == 0 else "┘")
             tick = f"{x:g}{self.unit}"

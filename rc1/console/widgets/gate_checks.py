@@ -122,7 +122,7 @@ class GateTable:
         show_evidence = width >= self.EVIDENCE_AT and width - fixed - area_w - evidence_w - 2 * gap >= 30
         show_area = width - fixed - area_w - gap - (evidence_w + gap if show_evidence else 0) >= self.CHECK_MIN + 6
         check_w = width - fixed - (area_w + gap if show_area else 0) - (evidence_w + gap if show_evidence else 0)
-        check_w = max(self.CHECK_MIN, check_w)
+        check_w = max(8, check_w)  # below CHECK_MIN only where the value columns are already at their narrowest
         table = Table(title=self.title(), title_justify="left", show_edge=False, pad_edge=False, box=box.SIMPLE_HEAD,
                       collapse_padding=False)
         table.add_column("", width=1, no_wrap=True)
