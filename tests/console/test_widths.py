@@ -4,6 +4,7 @@ no column collapses, the status glyph and the check name always show, charts kee
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from rich.console import Console
@@ -41,9 +42,15 @@ def test_gate_table_keeps_glyph_and_check_name_at_every_width(width):
     rows = [line for line in lines if line[:1] in "✔✘–?"]
     assert [r[0] for r in rows] == ["✘", "✘", "✔", "–"]  # every check's glyph, first column, in order
     text = " ".join(" ".join(line.split()) for line in lines)
-    folded = "".join(text.split())  # a name folded over two lines still reads whole
+    header = next(i for i, line in enumerate(lines) if "check" in line and "measu" in line)
+    cells = []  # the check column, unwrapped: a glyph row's first cell, and the continuation lines under it
+    for line in lines[header + 2:]:
+        rest = line[1:].strip() if line[:1] in "✔✘–?" else line.strip()
+        cells.append(re.split(r"\s{2,}", rest)[0] if line[:1] in "✔✘–?" else rest)
+    folded = "".join("".join(cells).split())
+    joined = "".join(text.split())  # where the area column shows, the names fit on one line
     for name in ("pass@4", "distinct-2", "clueoverlap", "groupswithoutacorrectnesssignal"):
-        assert name in folded
+        assert name in folded or name in joined
     assert "0.083" in text and ">= 0.1" in text
     if width >= 160:
         assert "reports/learning_signal.json" in text  # the evidence column where it fits
