@@ -300,6 +300,8 @@ class Rc1Console(App):
     def on_pipeline_progress(self, message: PipelineProgress) -> None:
         self.run_progress = message.progress
         p = message.progress
+        if self.pipeline_stages and len(self.pipeline_stages) == p.total:  # the run is past every stage before this
+            self.pipeline_stages = [(name, done or i < p.index - 1) for i, (name, done) in enumerate(self.pipeline_stages)]
         self.activity = Text(f"▶ pipeline {p.index}/{p.total}: {p.stage}", style="yellow")
         self._update_screens("show_run", self.run_progress, self.run_outcome)
         self.refresh_bindings()
@@ -383,6 +385,9 @@ class Rc1Console(App):
     def refresh_bindings(self) -> None:
         super().refresh_bindings()
         self._update_screens("show_key_hints")  # the line that says why a key is disabled
+
+    def cancelling(self) -> bool:
+        return self._run_cancel.is_set() and self.pipeline_running()
 
     def pipeline_running(self) -> bool:
         return any(w.group == "pipeline" and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in self.workers)
@@ -478,6 +483,7 @@ class Rc1Console(App):
         self._run_cancel.set()
         self.activity = Text("■ cancelling: the stage gets SIGINT and stops cleanly (training checkpoints first)…",
                              style="yellow")
+        self._update_screens("show_run", self.run_progress, self.run_outcome)
 
     async def action_quit(self) -> None:
         if self.pipeline_running():

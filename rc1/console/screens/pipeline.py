@@ -12,11 +12,11 @@ import time
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Log, ProgressBar, Static
 
 from rc1.console.metrics_feed import format_duration
-from rc1.console.pipeline_run import FATAL, REFUSED, RunOutcome, StageProgress
+from rc1.console.pipeline_run import CANCELLED, FATAL, REFUSED, RunOutcome, StageProgress
 from rc1.console.screens.base import WorkspaceScreen
 
 
@@ -30,11 +30,12 @@ def stages_table(stages: list[tuple[str, bool]] | None, error: str | None, runni
     t.add_column(width=1, no_wrap=True)
     t.add_column(overflow="fold")
     failed = outcome.stage if outcome is not None and not outcome.ok else None
+    stopped = outcome is not None and outcome.kind == CANCELLED
     for name, done in stages:
         if name == running:
             mark = Text("▶", style="bold yellow")
         elif name == failed:
-            mark = Text("✘", style="bold red")
+            mark = Text("■", style="bold yellow") if stopped else Text("✘", style="bold red")
         elif done:
             mark = Text("✔", style="green")
         else:
@@ -43,7 +44,7 @@ def stages_table(stages: list[tuple[str, bool]] | None, error: str | None, runni
     return t
 
 
-def run_text(progress: StageProgress | None, outcome: RunOutcome | None, now: float) -> Text:
+def run_text(progress: StageProgress | None, outcome: RunOutcome | None, now: float, cancelling: bool = False) -> Text:
     if progress is not None:
         out = Text()
         out.append(f"▶ {progress.index}/{progress.total}  {progress.stage}", style="bold yellow")
@@ -55,8 +56,12 @@ def run_text(progress: StageProgress | None, outcome: RunOutcome | None, now: fl
         out.append(f"   ETA {format_duration(eta)}" if eta is not None else "   ETA — (first run of this stage)")
         if progress.remaining_after_s:
             out.append(f"   then ≈{format_duration(progress.remaining_after_s)} for the stages after it", style="dim")
-        out.append("\nc cancels: the stage gets SIGINT and stops cleanly; the next run resumes from there",
-                   style="dim")
+        if cancelling:
+            out.append("\n■ cancelling: the stage got SIGINT and is stopping cleanly (training checkpoints first)",
+                       style="bold yellow")
+        else:
+            out.append("\nc cancels: the stage gets SIGINT and stops cleanly; the next run resumes from there",
+                       style="dim")
         return out
     if outcome is None:
         return Text("no run yet in this console — p runs the next stage that is not done, P every remaining one "
@@ -70,11 +75,12 @@ def run_text(progress: StageProgress | None, outcome: RunOutcome | None, now: fl
 
 class PipelineScreen(WorkspaceScreen):
     SUBTITLE = "pipeline"
-    BORDER_TITLES = {"#stages": "stages (rc1 pipeline)", "#run": "run", "#pipeline-log": "logs/pipeline.log"}
+    BORDER_TITLES = {"#stages-scroll": "stages (rc1 pipeline)", "#run": "run", "#pipeline-log": "logs/pipeline.log"}
 
     def body(self) -> ComposeResult:
         with Horizontal(id="pipeline-body"):
-            yield Static(id="stages")
+            with VerticalScroll(id="stages-scroll"):
+                yield Static(id="stages")
             with Vertical(id="pipeline-right"):
                 with Vertical(id="run"):
                     yield ProgressBar(id="stage-bar", show_eta=False, show_percentage=True)
@@ -110,7 +116,7 @@ class PipelineScreen(WorkspaceScreen):
         else:
             frac = progress.fraction(now)
             bar.update(total=None if frac is None else 100, progress=0 if frac is None else round(100 * frac))
-        self.query_one("#run-text", Static).update(run_text(progress, outcome, now))
+        self.query_one("#run-text", Static).update(run_text(progress, outcome, now, self.app.cancelling()))
         self.show_stages(self.app.pipeline_stages, self.app.pipeline_stages_error)
 
     def _tick(self) -> None:
