@@ -178,14 +178,14 @@ class RecordingBackend(ConsoleBackend):
 # marker file that its `done()` reads, as the real stages' outputs do.
 STAGE_SCRIPTS = {
     "ok": "import pathlib, sys; print('working'); pathlib.Path(sys.argv[1]).write_text('done')",
-    # training-like: counts steps into a file (resuming from it), stops cleanly on SIGINT, marks done at 400
+    # training-like: counts steps into a file (resuming from it), stops cleanly on SIGINT, marks done at 200
     "train": """
 import os, pathlib, sys, time
 marker = pathlib.Path(sys.argv[1]); steps = marker.with_suffix('.step'); tmp = marker.with_suffix('.tmp')
 step = int(steps.read_text()) if steps.exists() else 0
 print(f'resuming from step {step}' if step else 'starting at step 0', flush=True)
 try:
-    while step < 400:
+    while step < 200:
         time.sleep(0.02); step += 1; tmp.write_text(str(step)); os.replace(tmp, steps)  # whole, never torn
 except KeyboardInterrupt:
     print(f'stopped cleanly at step {step} (checkpoint written)', flush=True); sys.exit(130)
@@ -207,7 +207,7 @@ def scripted_stages(ws: Workspace, plan: list[tuple[str, str]]):
     stages = []
     for name, kind in plan:
         m = marker(name)
-        watch = (lambda m=m: (int(m.with_suffix(".step").read_text()), 400)
+        watch = (lambda m=m: (int(m.with_suffix(".step").read_text()), 200)
                  if m.with_suffix(".step").exists() else None) if kind == "train" else None
         stages.append(Stage(name, ["__script__", kind, str(m)], lambda m=m: m.exists(), watch=watch))
     return stages
