@@ -7,7 +7,8 @@ import json
 import time
 
 import pytest
-from tests.helpers.console import FakeTrainerStatus, RecordingBackend, metrics_line, pass_round2, write_metrics
+from tests.helpers.console import (FakeTrainerStatus, RecordingBackend, metrics_line, pass_round2, text_of, wait_for,
+                                  write_metrics)
 
 from rc1.console.app import make_app
 from rc1.console.screens.missing import MissingWorkspaceScreen
@@ -22,29 +23,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-async def wait_for(pilot, cond, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.05)
-
-
-def text_of(widget) -> str:
-    """Plain text a Static/Label currently shows (Rich renderables rendered wide, no styles)."""
-    import io
-
-    from rich.console import Console
-
-    content = widget.content
-    if isinstance(content, str):
-        return content
-    console = Console(width=200, file=io.StringIO(), color_system=None, legacy_windows=False)
-    with console.capture() as cap:
-        console.print(content)
-    return cap.get()
 
 
 def screen_text(app) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -301,3 +302,29 @@ def write_plotted_reports(ws: Workspace) -> None:
             continue
         out.append(json.dumps({**rec, **curriculum_fields(rec["step"])}))
     ws.metrics_path.write_text("\n".join(out))
+
+
+# -- driving the app in tests -------------------------------------------------------------------------------
+async def wait_for(pilot, cond, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def text_of(widget) -> str:
+    """Plain text a Static/Label currently shows (Rich renderables rendered wide, no styles)."""
+    import io
+
+    from rich.console import Console
+
+    content = widget.content
+    if isinstance(content, str):
+        return content
+    console = Console(width=200, file=io.StringIO(), color_system=None, legacy_windows=False)
+    with console.capture() as cap:
+        console.print(content)
+    return cap.get()
+
+
