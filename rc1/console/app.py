@@ -412,6 +412,8 @@ class Rc1Console(App):
         if action == "cancel_run":
             return None if running else "no pipeline run in progress"
         if action == "stop":
+            if running:
+                return "the pipeline run owns the trainer: c cancels the run (the trainer checkpoints first)"
             return None if self.trainer_alive() or self.trainer is None else "no trainer is running"
         if state is None:
             return None  # still loading: the action itself says what is wrong

@@ -128,6 +128,7 @@ async def test_console_runs_the_next_stage_all_stages_and_cancels(scripted):
                     and (app.run_progress.completed or 0) >= 5, "training stage under way")
         assert app.check_action("run_next", ()) is None and app.check_action("cancel_run", ()) is True
         assert app.disabled_reason("run_all") == "a pipeline run is in progress (c cancels it)"
+        assert app.disabled_reason("stop").startswith("the pipeline run owns the trainer")
         assert "step" in str(app.screen.query_one("#run-text").content)
         await pilot.press("c")
         await _wait(pilot, lambda: app.run_outcome is not None and not app.pipeline_running(), "cancelled")
