@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from rc1.runtime import layout
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.workspace import Workspace
 
@@ -31,11 +32,11 @@ class Unavailable(Rc1Error):
 # Reports the Reports screen shows: (tab title, path or glob; a glob picks the newest match).
 REPORTS: tuple[tuple[str, str], ...] = (
     ("diversity", "reports/diversity_report.json"),
-    ("difficulty", "reports/rc1/difficulty_report.json"),
+    ("difficulty", layout.DIFFICULTY_REPORT),
     ("calibration", "reports/calibration_report_*.json"),
     ("shadow run", "reports/shadow_run_*.json"),
     ("over-clar ablation", "reports/overclar_ablation_*.json"),
-    ("difficulty fit", "reports/difficulty_fit.json"),
+    ("difficulty fit", layout.DIFFICULTY_FIT_REPORT),
     ("eval", "reports/ppo_eval_*.json"),
     ("RC1 report", "reports/rc1/rc1_report.md"),
 )

@@ -60,7 +60,8 @@ def test_gate_table_keeps_glyph_and_check_name_at_every_width(width):
 def test_charts_keep_their_axis_and_labels(width):
     fit = render(difficulty_fit_chart(DIFFICULTY_FIT), width)
     assert all(len(line) <= width for line in fit)
-    assert sum("└" in line and "┘" in line for line in fit) == 2  # one axis per task
+    assert sum("└" in line and "┘" in line for line in fit) == 3  # one axis per task
+    assert any("L3 4 ops" in line and line.rstrip().endswith("—") for line in fit)  # a level not measured
     assert any(line.split()[:2] == ["0", "0.5"] or line.split()[:1] == ["0"] for line in fit)
     assert any("✔ L0 1 op" in line and "●" in line for line in fit) and any("dropped" in line for line in fit)
     gain = render(heldout_gain_chart(eval_report()), width)

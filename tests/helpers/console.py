@@ -263,11 +263,16 @@ DIFFICULTY_FIT = {
         "gsm8k": {"levels": [
             {"level": 0, "name": "1 op", "n": 32, "successes": 9, "pass_rate": 0.28, "ci": [0.15, 0.45], "chosen": True},
             {"level": 1, "name": "2 ops", "n": 32, "successes": 4, "pass_rate": 0.125, "ci": [0.05, 0.28], "chosen": True},
-            {"level": 2, "name": "3 ops", "n": 32, "successes": 0, "pass_rate": 0.0, "ci": [0.0, 0.11], "chosen": False}],
+            {"level": 2, "name": "3 ops", "n": 32, "successes": 0, "pass_rate": 0.0, "ci": [0.0, 0.11], "chosen": False},
+            # not measured (rc1.training.fit stops above the band): no rate, no CI
+            {"level": 3, "name": "4 ops", "n": 0, "successes": 0, "pass_rate": None, "ci": None, "chosen": False}],
             "chosen": [0, 1], "dropped": False, "reason": "levels 0-1 reach the band"},
         "hotpotqa": {"levels": [
             {"level": 0, "name": "1 hop", "n": 32, "successes": 0, "pass_rate": 0.0, "ci": [0.0, 0.11], "chosen": False}],
             "chosen": [], "dropped": True, "reason": "no level reaches 0.2"},
+        "strategyqa": {"levels": [
+            {"level": 0, "name": "yes/no", "n": 32, "successes": 16, "pass_rate": 0.5, "ci": [0.33, 0.67], "chosen": True}],
+            "chosen": [0], "dropped": False, "reason": None},
     },
 }
 
@@ -290,7 +295,9 @@ def eval_report() -> dict:
 
 def write_plotted_reports(ws: Workspace) -> None:
     """Add the difficulty fit, an eval report, and curriculum weights on every metrics line."""
-    ws.path("reports/difficulty_fit.json").write_text(json.dumps(DIFFICULTY_FIT, indent=1))
+    from rc1.runtime.layout import DIFFICULTY_FIT_REPORT
+
+    ws.path(DIFFICULTY_FIT_REPORT).write_text(json.dumps(DIFFICULTY_FIT, indent=1))
     ws.path("reports/ppo_eval_20261122T030000Z.json").write_text(json.dumps(eval_report(), indent=1))
     lines = ws.metrics_path.read_text().split("\n")
     out = []

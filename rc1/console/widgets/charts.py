@@ -33,8 +33,9 @@ class IntervalChart:
 
     def __init__(self, rows: list[Row], lo: float, hi: float, *, band: tuple[float, float] | None = None,
                  zero: float | None = None, unit: str = "", ticks: int = 5, title: str = "",
-                 label_width: int | None = None):
-        self.rows, self.lo, self.hi, self.label_width = rows, lo, hi, label_width
+                 label_width: int | None = None, note_width: int | None = None):
+        """`label_width` / `note_width`: shared by charts drawn one under another, so their axes line up."""
+        self.rows, self.lo, self.hi, self.label_width, self.note_width = rows, lo, hi, label_width, note_width
         self.band, self.zero, self.unit, self.ticks, self.title = band, zero, unit, ticks, title
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
@@ -48,7 +49,7 @@ class IntervalChart:
         width = options.max_width
         longest = self.label_width or max((len(r.label) for r in self.rows), default=4)
         label_w = min(longest, max(6, width // 4))
-        note_w = min(max((len(r.note) for r in self.rows), default=0), max(0, width // 3))
+        note_w = min(self.note_width or max((len(r.note) for r in self.rows), default=0), max(0, width // 3))
         track = width - label_w - note_w - 3
         if track < MIN_TRACK:  # too narrow for a bar: the numbers alone
             note_w, track = 0, width - label_w - 3
@@ -110,6 +111,13 @@ def _ci(v) -> tuple[float | None, float | None]:
     return None, None
 
 
+def _fit_note(level: dict) -> str:
+    rate = level.get("pass_rate")
+    if not isinstance(rate, (int, float)):
+        return "—"
+    return f"{rate:.2f} {level.get('successes', '?')}/{level.get('n', '?')}"
+
+
 def difficulty_fit_chart(doc: dict) -> RenderableType:
     """reports/difficulty_fit.json: per task, each level's base pass rate with its CI against the band."""
     band = _ci(doc.get("band"))
@@ -119,6 +127,7 @@ def difficulty_fit_chart(doc: dict) -> RenderableType:
     parts: list[RenderableType] = []
     label_width = max((len(f"L{lv.get('level')} {lv.get('name', '')}") + 2 for t in tasks.values()
                        for lv in t.get("levels") or []), default=4)
+    note_width = max((len(_fit_note(lv)) for t in tasks.values() for lv in t.get("levels") or []), default=0)
     if band[0] is not None:
         parts.append(Text.assemble(("target band ", "bold"), (f"{band[0]:g}–{band[1]:g}", "green"),
                                    (" base pass rate (░); ● pass rate, ━ its 95 % CI; ✔ chosen level", "dim")))
@@ -130,7 +139,7 @@ def difficulty_fit_chart(doc: dict) -> RenderableType:
             rate = lv.get("pass_rate")
             chosen = bool(lv.get("chosen"))
             name = f"L{lv.get('level')} {lv.get('name', '')}".rstrip()
-            note = f"{rate:.2f} {lv.get('successes', '?')}/{lv.get('n', '?')}" if isinstance(rate, (int, float)) else "—"
+            note = _fit_note(lv)
             rows.append(Row(("✔ " if chosen else "  ") + name, rate if isinstance(rate, (int, float)) else None,
                             lo, hi, note, style="green" if chosen else "cyan"))
         dropped = t.get("dropped")
@@ -142,7 +151,7 @@ def difficulty_fit_chart(doc: dict) -> RenderableType:
         parts.append(head)
         if rows:
             parts.append(IntervalChart(rows, 0.0, 1.0, band=band if band[0] is not None else None,
-                                       label_width=label_width))
+                                       label_width=label_width, note_width=note_width))
     return Group(*parts)
 
 
