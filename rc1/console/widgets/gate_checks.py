@@ -150,7 +150,8 @@ def gates_in_order(gates: dict[str, dict]) -> list[tuple[str, dict]]:
 
 def all_gates(gates: dict[str, dict]):
     if not gates:
-        return Text("No gate has run yet. Press a to run the next gate.", style="dim")
+        return Text("No gate has run yet. P runs the pipeline (data, scorer, then the gates); a runs the next gate alone.",
+                    style="dim")
     return Group(*[gate_table(g, r) for g, r in gates_in_order(gates)])
 
 
@@ -164,7 +165,8 @@ def blockers(state: str, gates: dict[str, dict]) -> Text:
     out.append(f"next: {state} → {nxt['dest']} via gate {gate}\n", style="bold")
     report = gates.get(gate)
     if report is None:
-        out.append(f"gate {gate}: not run yet — press a to run it", style="yellow")
+        out.append(f"gate {gate}: not run yet — P runs the pipeline's stages up to it and past it, a runs the gate "
+                   "alone", style="yellow")
         return out
     failing = [(r.get("gate", "?"), c) for r in report.get("results", []) for c in r.get("checks", []) if blocks(r, c)]
     warned = warnings(report)
