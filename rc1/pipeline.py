@@ -331,6 +331,11 @@ class Pipeline:
                 proc.kill()
         log.write(f"--- stage stopped (exit {proc.returncode})\n")
 
+    def stop_judge(self) -> None:
+        """Stop the local judge server the `judge: serve` stage started (nothing to stop is fine)."""
+        subprocess.run([sys.executable, "-m", "rc1.cli.main", "--workdir", str(self.ws.root), "judge", "stop"],
+                       capture_output=True)
+
     def _failpack(self) -> str | None:
         from rc1.runtime.failpack import make_failpack
 

@@ -21,9 +21,6 @@ def register(app: typer.Typer) -> None:
         Started again after an interruption it continues from the current state: finished stages whose
         artifacts still verify are skipped and training resumes from the latest verified checkpoint.
         """
-        import subprocess
-        import sys
-
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -56,8 +53,7 @@ def register(app: typer.Typer) -> None:
             pipe.timings["total (this invocation)"] = round(time.time() - t_start, 2)
             pipe.save_timings()
             if not keep_judge:
-                subprocess.run([sys.executable, "-m", "rc1.cli.main", "--workdir", str(ws.root), "judge", "stop"],
-                               capture_output=True)
+                pipe.stop_judge()
         console.print(f"\n[bold green]pipeline complete[/] in {time.time() - t_start:.0f} s")
         console.print("report:  reports/rc1/rc1_report.md")
         console.print(f"console: rc1 console --config {config}   (or: make console)")

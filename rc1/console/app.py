@@ -127,6 +127,7 @@ class Rc1Console(App):
         self.pipeline_stages: list[tuple[str, bool]] | None = None
         self.pipeline_stages_error: str | None = None
         self._run_cancel = threading.Event()
+        self._ran_pipeline = False  # a run started here: the judge it may have started is stopped on quit
         self.problem = backend.workspace_problem()
         self._plot_sizes: dict[str, tuple[int, int]] = {}
         self._sizes_lock = threading.Lock()
@@ -498,7 +499,15 @@ class Rc1Console(App):
                                            "It gets SIGINT and stops cleanly; the next run resumes where it stopped."),
                              answer)
             return
+        if self._ran_pipeline:
+            self._stop_judge()
         self.exit()
+
+    def _stop_judge(self) -> None:
+        try:
+            self.backend.stop_judge()
+        except (Rc1Error, OSError):
+            pass  # nothing to stop with: no run config, or the judge was never started
 
     def action_train(self) -> None:
         if not self._busy():
@@ -570,13 +579,17 @@ class Rc1Console(App):
         from rc1.console.pipeline_run import run_pipeline
 
         worker = get_current_worker()
+        self._ran_pipeline = True
         try:
             outcome = run_pipeline(self.backend.pipeline(), all_stages=all_stages,
                                    cancelled=lambda: self._run_cancel.is_set() or worker.is_cancelled,
                                    report=lambda p: self.post_message(PipelineProgress(p)))
             self.post_message(PipelineFinished(outcome))
         finally:
-            self.list_pipeline_stages()
+            if worker.is_cancelled:  # the console is quitting: leave no judge server behind (as `rc1 pipeline`)
+                self._stop_judge()
+            else:
+                self.list_pipeline_stages()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="stages", name="list pipeline stages")
     def list_pipeline_stages(self) -> None:

@@ -181,6 +181,14 @@ class ConsoleBackend:
 
         return Pipeline.prepare(self.ws, self._require_config(), echo=lambda _msg: None)
 
+    def stop_judge(self) -> None:
+        """Stop the local judge server a pipeline run started (as `rc1 pipeline` does when it ends)."""
+        from rc1.config.load import load_train_config
+        from rc1.pipeline import Pipeline
+
+        config = self._require_config()
+        Pipeline(self.ws, config, load_train_config(config, self.ws), echo=lambda _msg: None).stop_judge()
+
     def pipeline_stages(self) -> list[tuple[str, bool]]:
         """(stage, done) of every pipeline stage for the run config, without writing anything."""
         from rc1.config.load import load_train_config

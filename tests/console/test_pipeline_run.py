@@ -150,3 +150,6 @@ async def test_console_runs_the_next_stage_all_stages_and_cancels(scripted):
         await pilot.press("n")
         await pilot.press("c")
         await _wait(pilot, lambda: not app.pipeline_running(), "cancelled again")
+        assert ("stop_judge",) not in backend.calls
+        await pilot.press("q")  # runs were started here: the judge they may have started is stopped, as rc1 pipeline does
+        await _wait(pilot, lambda: ("stop_judge",) in backend.calls, "judge stopped on quit")

@@ -255,6 +255,9 @@ class PipelineBackend(RecordingBackend):
     def pipeline_stages(self):
         return [(s.name, s.done()) for s in scripted_stages(self.ws, self.plan)]
 
+    def stop_judge(self):
+        self.calls.append(("stop_judge",))
+
 
 # -- the plotted reports: a difficulty fit, curriculum weights in metrics lines, an eval report ---------------
 DIFFICULTY_FIT = {
