@@ -62,6 +62,20 @@ class Pipeline:
     echo: Callable[[str], None] = print
     timings: dict[str, float] = field(default_factory=dict)
 
+    @classmethod
+    def prepare(cls, ws: Workspace, config_path: str, echo: Callable[[str], None] = print) -> "Pipeline":
+        """What every run starts with (`rc1 pipeline`, the console's run action): the workspace's folders, the
+        run config verified and loaded, the code fingerprint and the effective config recorded."""
+        from rc1.config.load import load_train_config, verify_config_file, write_effective_config
+        from rc1.runtime.provenance import write_code_fingerprint
+
+        ws.ensure()
+        verify_config_file(config_path, ws)
+        cfg = load_train_config(config_path, ws)
+        write_code_fingerprint(ws)
+        write_effective_config(ws, cfg, config_path)
+        return cls(ws, config_path, cfg, echo=echo)
+
     # ---------------------------------------------------------------- predicates
     def state_at_least(self, state: str) -> bool:
         return STATES.index(store.load_record(self.ws).state) >= STATES.index(state)
@@ -245,13 +259,14 @@ class Pipeline:
         return str(path) if current else None
 
     # ---------------------------------------------------------------- run
-    def run_stage(self, stage: Stage, progress=None, task=None) -> None:
+    def run_stage(self, stage: Stage, progress=None, task=None, cancelled: Callable[[], bool] | None = None) -> None:
+        """Run one stage's command. `cancelled` (polled while it runs; the console's cancel) stops it as Ctrl-C does."""
         cmd = [sys.executable, "-m", "rc1.cli.main", "--workdir", str(self.ws.root), *stage.argv]
         log_path = self.ws.logs / "pipeline.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         t0 = time.time()
         tail: list[str] = []
-        with open(log_path, "a", encoding="utf-8") as log:
+        with open(log_path, "a", encoding="utf-8", buffering=1) as log:  # line-buffered: followable while it runs
             log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {stage.name}: rc1 "
                       f"{' '.join(stage.argv)}\n")
             log.flush()
@@ -260,7 +275,8 @@ class Pipeline:
             assert proc.stdout is not None
             os.set_blocking(proc.stdout.fileno(), False)
             try:
-                self._pump(proc, log, tail, stage.watch if progress is not None else None, progress, task)
+                self._pump(proc, log, tail, stage.watch if progress is not None else None, progress, task,
+                           cancelled=cancelled)
             except KeyboardInterrupt:
                 self._stop_child(proc, log, tail)
                 raise
@@ -270,9 +286,13 @@ class Pipeline:
             raise StageFailed(stage.name, proc.returncode, "\n".join(tail), pack)
 
     @staticmethod
-    def _pump(proc, log, tail: list[str], watch=None, progress=None, task=None, deadline: float | None = None) -> None:
-        """Copy the child's output to the log (and `tail`) until it exits or `deadline` passes."""
+    def _pump(proc, log, tail: list[str], watch=None, progress=None, task=None, deadline: float | None = None,
+              cancelled: Callable[[], bool] | None = None) -> None:
+        """Copy the child's output to the log (and `tail`) until it exits or `deadline` passes; `cancelled()`
+        turning true is handled as a Ctrl-C (KeyboardInterrupt)."""
         while True:
+            if cancelled is not None and cancelled():
+                raise KeyboardInterrupt
             line = proc.stdout.readline()
             if line:
                 log.write(line)
@@ -310,6 +330,11 @@ class Pipeline:
             except subprocess.TimeoutExpired:
                 proc.kill()
         log.write(f"--- stage stopped (exit {proc.returncode})\n")
+
+    def stop_judge(self) -> None:
+        """Stop the local judge server the `judge: serve` stage started (nothing to stop is fine)."""
+        subprocess.run([sys.executable, "-m", "rc1.cli.main", "--workdir", str(self.ws.root), "judge", "stop"],
+                       capture_output=True)
 
     def _failpack(self) -> str | None:
         from rc1.runtime.failpack import make_failpack

@@ -12,9 +12,10 @@ from rc1.cli.common import workspace
 def register(app: typer.Typer) -> None:
     @app.command("console")
     def console(
-        config: Annotated[Optional[str], typer.Option("--config", help="run config (workspace-relative) for gates and training")] = None,
+        config: Annotated[Optional[str], typer.Option("--config", help="run config (workspace-relative) for the pipeline, gates and training; default: the one the machine last ran with, else configs/local.yaml")] = None,
     ) -> None:
-        """Open the operator console: state machine, gate checks, reports, live training, actions."""
+        """Open the operator console: run the pipeline (p next stage, P all, c cancel), the state machine and its
+        gate checks, reports and plots, live training, and the actions (advance, train, stop, resume, failpack, SYNC)."""
         from rc1.console.app import make_app
 
         ws = workspace()

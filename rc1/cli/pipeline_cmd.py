@@ -21,25 +21,16 @@ def register(app: typer.Typer) -> None:
         Started again after an interruption it continues from the current state: finished stages whose
         artifacts still verify are skipped and training resumes from the latest verified checkpoint.
         """
-        import subprocess
-        import sys
-
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        from rc1.config.load import load_train_config, verify_config_file, write_effective_config
         from rc1.pipeline import Pipeline
         from rc1.runtime.logs import setup_logging
-        from rc1.runtime.provenance import write_code_fingerprint
 
-        ws = workspace().ensure()
-        verify_config_file(config, ws)
-        cfg = load_train_config(config, ws)
-        setup_logging(ws, console=False)
-        write_code_fingerprint(ws)
-        write_effective_config(ws, cfg, config)
         console = Console()
-        pipe = Pipeline(ws, config, cfg, echo=console.print)
+        pipe = Pipeline.prepare(workspace(), config, echo=console.print)
+        ws = pipe.ws
+        setup_logging(ws, console=False)
         stages = pipe.stages()
         t_start = time.time()
         console.print(f"[bold]rc1 pipeline[/] workspace {ws.root}  config {config}  (log: logs/pipeline.log)")
@@ -62,8 +53,7 @@ def register(app: typer.Typer) -> None:
             pipe.timings["total (this invocation)"] = round(time.time() - t_start, 2)
             pipe.save_timings()
             if not keep_judge:
-                subprocess.run([sys.executable, "-m", "rc1.cli.main", "--workdir", str(ws.root), "judge", "stop"],
-                               capture_output=True)
+                pipe.stop_judge()
         console.print(f"\n[bold green]pipeline complete[/] in {time.time() - t_start:.0f} s")
         console.print("report:  reports/rc1/rc1_report.md")
         console.print(f"console: rc1 console --config {config}   (or: make console)")

@@ -1,8 +1,10 @@
 """The rc1 operator console: a Textual App over the same core calls as the CLI.
 
 Screens (one file each in console/screens/) are App modes: 1 Overview, 2 Reports, 3 Training,
-4 Checkpoints. Actions (advance, train, stop, resume, failpack, SYNC export, open a report) are
-key bindings and command-palette entries; long or destructive ones ask first. Everything that
+4 Checkpoints, 5 Pipeline. Actions (run the next pipeline stage or all of them, cancel the run, advance,
+train, stop, resume, failpack, SYNC export, open a report) are key bindings and command-palette entries;
+long or destructive ones ask first. An action the machine would refuse is shown disabled, with the reason
+(`disabled_reason`, Textual's `check_action`). Everything that
 blocks runs in thread workers that post small dataclass messages back; a worker that fails is
 handled in one place (`on_worker_state_changed`), which writes an ERROR report for crashes.
 
@@ -30,8 +32,8 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from rc1.console.backend import ConsoleBackend
-from rc1.console.messages import (ActionFinished, GateProgress, LogLines, MetricsUpdated, ReportOpened,
-                                  TrainerUpdated, WorkspaceLoaded)
+from rc1.console.messages import (ActionFinished, GateProgress, LogLines, MetricsUpdated, PipelineFinished,
+                                  PipelineProgress, PipelineStages, ReportOpened, TrainerUpdated, WorkspaceLoaded)
 from rc1.console.metrics_feed import MetricsFeed, MetricsSnapshot
 from rc1.console.plotting import render_plot
 from rc1.console.screens.missing import MissingWorkspaceScreen
@@ -44,6 +46,9 @@ from rc1.runtime.workspace import Workspace
 
 # action name -> (key, palette title, palette help)
 ACTIONS: dict[str, tuple[str, str, str]] = {
+    "run_next": ("p", "Run the next pipeline stage", "the next stage of `rc1 pipeline` that is not done, in the background"),
+    "run_all": ("P", "Run all remaining pipeline stages", "every stage of `rc1 pipeline` not done yet, in order"),
+    "cancel_run": ("c", "Cancel the pipeline run", "SIGINT to the running stage: it stops cleanly; a new run resumes"),
     "advance": ("a", "Advance to the next state", "run the next gate; the state moves only if it passes"),
     "train": ("t", "Start training", "start the trainer as a detached background process"),
     "stop": ("s", "Stop training", "SIGTERM the trainer: it checkpoints, then exits"),
@@ -53,7 +58,10 @@ ACTIONS: dict[str, tuple[str, str, str]] = {
     "open_report": ("o", "Open a report", "pick any JSON/Markdown report under reports/"),
 }
 SCREENS = (("overview", "1", "Overview"), ("reports", "2", "Reports"), ("training", "3", "Training"),
-           ("checkpoints", "4", "Ckpts"))
+           ("checkpoints", "4", "Ckpts"), ("pipeline", "5", "Pipeline"))
+# States from which `rc1 train` / `rc1 resume` may start (training_start passes from round2_pass; a resume
+# continues a run in `training`).
+TRAINABLE = ("round2_pass", "training")
 
 
 def _reports_screen() -> Screen:
@@ -69,6 +77,12 @@ def _training_screen() -> Screen:
     return TrainingScreen()
 
 
+def _pipeline_screen() -> Screen:
+    from rc1.console.screens.pipeline import PipelineScreen
+
+    return PipelineScreen()
+
+
 def _checkpoints_screen() -> Screen:
     from rc1.console.screens.checkpoints import CheckpointsScreen
 
@@ -79,10 +93,13 @@ class Rc1Console(App):
     CSS_PATH = "console.tcss"
     TITLE = "rc1 console"
     MODES = {"overview": OverviewScreen, "reports": _reports_screen, "training": _training_screen,
-             "checkpoints": _checkpoints_screen}
+             "checkpoints": _checkpoints_screen, "pipeline": _pipeline_screen}
     DEFAULT_MODE = "overview"
     BINDINGS = [
         *[Binding(key, f"switch_mode('{mode}')", label) for mode, key, label in SCREENS],
+        Binding("p", "run_next", "Run stage"),
+        Binding("P", "run_all", "Run all"),
+        Binding("c", "cancel_run", "Cancel run"),
         Binding("a", "advance", "Advance"),
         Binding("t", "train", "Train"),
         Binding("s", "stop", "Stop"),
@@ -104,6 +121,13 @@ class Rc1Console(App):
         self.metrics: tuple[MetricsSnapshot, dict[str, str]] | None = None
         self.trainer: TrainerUpdated | None = None
         self.log_lines: deque[str] = deque(maxlen=2000)
+        self.pipeline_log: deque[str] = deque(maxlen=2000)
+        self.run_progress = None   # StageProgress of the stage running now (None: no run)
+        self.run_outcome = None    # RunOutcome of the last run started here
+        self.pipeline_stages: list[tuple[str, bool]] | None = None
+        self.pipeline_stages_error: str | None = None
+        self._run_cancel = threading.Event()
+        self._ran_pipeline = False  # a run started here: the judge it may have started is stopped on quit
         self.problem = backend.workspace_problem()
         self._plot_sizes: dict[str, tuple[int, int]] = {}
         self._sizes_lock = threading.Lock()
@@ -127,6 +151,12 @@ class Rc1Console(App):
         # has its first data, so it does not compete with the first paint.
         self._live_started = False
         self.watch_workspace()
+
+    def action_create_workspace(self) -> None:
+        made = self.backend.create_workspace()
+        self.notify("created " + (", ".join(f"{m}/" for m in made) if made else "nothing (it was all there)"),
+                    title=f"workspace {self.backend.ws.root.name}")
+        self.action_recheck_workspace()
 
     def action_recheck_workspace(self) -> None:
         self.problem = self.backend.workspace_problem()
@@ -161,6 +191,9 @@ class Rc1Console(App):
         log = _LogTail(self.backend.log_path)
         lines, reset = log.poll(initial=True)
         self.post_message(LogLines(lines, reset=True))
+        pipeline_log = _LogTail(self.backend.pipeline_log_path)
+        lines, reset = pipeline_log.poll(initial=True)
+        self.post_message(LogLines(lines, reset=True, source="pipeline"))
         next_trainer, last_trainer, max_steps, next_max = 0.0, None, None, 0.0
         while not worker.is_cancelled:
             changed = feed.step()
@@ -173,6 +206,9 @@ class Rc1Console(App):
             lines, reset = log.poll()
             if lines or reset:
                 self.post_message(LogLines(lines, reset=reset))
+            lines, reset = pipeline_log.poll()
+            if lines or reset:
+                self.post_message(LogLines(lines, reset=reset, source="pipeline"))
             now = time.monotonic()
             if now >= next_max:
                 max_steps, next_max = self.backend.max_steps(), now + 30
@@ -235,6 +271,7 @@ class Rc1Console(App):
 
     def on_workspace_loaded(self, message: WorkspaceLoaded) -> None:
         self.view = message.view
+        self.refresh_bindings()
         if not self._live_started:
             self._live_started = True
             self.call_after_refresh(self.live_data)
@@ -250,14 +287,48 @@ class Rc1Console(App):
         self._update_screens("show_metrics", message.snapshot, message.plots)
 
     def on_log_lines(self, message: LogLines) -> None:
+        if message.source == "pipeline":
+            if message.reset:
+                self.pipeline_log.clear()
+            self.pipeline_log.extend(message.lines)
+            self._update_screens("add_pipeline_log_lines", message.lines, message.reset)
+            return
         if message.reset:
             self.log_lines.clear()
         self.log_lines.extend(message.lines)
         self._update_screens("add_log_lines", message.lines, message.reset)
 
+    def on_pipeline_progress(self, message: PipelineProgress) -> None:
+        self.run_progress = message.progress
+        p = message.progress
+        if self.pipeline_stages and len(self.pipeline_stages) == p.total:  # the run is past every stage before this
+            self.pipeline_stages = [(name, done or i < p.index - 1) for i, (name, done) in enumerate(self.pipeline_stages)]
+        self.activity = Text(f"▶ pipeline {p.index}/{p.total}: {p.stage}", style="yellow")
+        self._update_screens("show_run", self.run_progress, self.run_outcome)
+        self.refresh_bindings()
+
+    def on_pipeline_finished(self, message: PipelineFinished) -> None:
+        from rc1.console.pipeline_run import FATAL, REFUSED
+
+        out = message.outcome
+        self.run_outcome, self.run_progress = out, None
+        style = "green" if out.ok else ("bold yellow" if out.kind not in (FATAL, REFUSED) else "bold red")
+        hint = "  — f: failpack" if out.kind == FATAL else ("  — 1: all checks" if out.kind == REFUSED else "")
+        self.activity = Text(f"{out.title}{hint}", style=style)
+        self._wake_watch.set()
+        self._update_screens("show_run", None, out)
+        self.refresh_bindings()
+        if out.kind in (FATAL, REFUSED):
+            self.push_screen(ResultScreen(out.title, Text("\n".join(out.lines)), error=True))
+
+    def on_pipeline_stages(self, message: PipelineStages) -> None:
+        self.pipeline_stages, self.pipeline_stages_error = message.stages, message.error
+        self._update_screens("show_stages", message.stages, message.error)
+
     def on_trainer_updated(self, message: TrainerUpdated) -> None:
         before = self.trainer.status if self.trainer else None
         self.trainer = message
+        self.refresh_bindings()
         if getattr(before, "alive", False) and not getattr(message.status, "alive", False):
             report = getattr(message.status, "last_error_report", None)
             self.activity = Text(f"trainer stopped{f'; ERROR report {report}' if report else ''} — "
@@ -283,10 +354,16 @@ class Rc1Console(App):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker errors are handled: Rc1Error -> its message; a crash -> ERROR report."""
+        if event.worker.group == "pipeline" and event.state in (WorkerState.SUCCESS, WorkerState.CANCELLED):
+            self.refresh_bindings()
         if event.state != WorkerState.ERROR:
             return
         exc = event.worker.error
         name = event.worker.name or "worker"
+        if event.worker.group == "pipeline":
+            self.run_progress = None
+            self._update_screens("show_run", None, self.run_outcome)
+            self.refresh_bindings()
         if isinstance(exc, Rc1Error):
             lines = [exc.message, *exc.lines]
         else:
@@ -302,7 +379,70 @@ class Rc1Console(App):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.problem and (action in ACTIONS or action == "switch_mode"):
             return False
+        if action in ACTIONS and self.disabled_reason(action):
+            return None  # shown greyed out; the reason is on the screen's key line and in the palette
         return True
+
+    def refresh_bindings(self) -> None:
+        super().refresh_bindings()
+        self._update_screens("show_key_hints")  # the line that says why a key is disabled
+
+    def cancelling(self) -> bool:
+        return self._run_cancel.is_set() and self.pipeline_running()
+
+    def pipeline_running(self) -> bool:
+        return any(w.group == "pipeline" and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in self.workers)
+
+    def trainer_alive(self) -> bool:
+        return bool(getattr(self.trainer.status if self.trainer else None, "alive", False))
+
+    def disabled_reason(self, action: str) -> str | None:
+        """Why the machine would refuse `action` now (None: it may run). Read from what the console already
+        knows (the last view, the trainer status, the run in progress), so it costs nothing to ask."""
+        view = self.view
+        state = view.state if view is not None else None
+        running = self.pipeline_running()
+        if action in ("run_next", "run_all"):
+            if running:
+                return "a pipeline run is in progress (c cancels it)"
+            if self.trainer_alive():
+                return "the trainer is running (s stops it)"
+            if view is not None and view.run_config is None:
+                return "no run config (start with --config PATH)"
+            return None
+        if action == "cancel_run":
+            return None if running else "no pipeline run in progress"
+        if action == "stop":
+            if running:
+                return "the pipeline run owns the trainer: c cancels the run (the trainer checkpoints first)"
+            return None if self.trainer_alive() or self.trainer is None else "no trainer is running"
+        if state is None:
+            return None  # still loading: the action itself says what is wrong
+        if action == "advance":
+            if running:
+                return "a pipeline run is in progress"
+            return f"{state} is the final state" if forward_from(state) is None else None
+        if action in ("train", "resume"):
+            if running:
+                return "a pipeline run is in progress"
+            if self.trainer_alive():
+                return "the trainer is already running"
+            if state not in TRAINABLE:
+                return _not_trainable(state, view.gates)
+            if action == "resume" and not any(c.get("latest") for c in view.checkpoints or []):
+                return "no checkpoint to resume from yet"
+        return None
+
+    def disabled_actions(self) -> list[tuple[str, str, str]]:
+        """(keys, labels, reason) of the actions disabled now, those with one reason together; cancel is left
+        out (it only means something while a run is in progress)."""
+        grouped: dict[str, list[tuple[str, str]]] = {}
+        for action, (key, title, _help) in ACTIONS.items():
+            reason = None if self.problem or action == "cancel_run" else self.disabled_reason(action)
+            if reason:
+                grouped.setdefault(reason, []).append((key, _binding_label(self, action) or title))
+        return [("/".join(k for k, _ in keys), ", ".join(label for _, label in keys), reason)
+                for reason, keys in grouped.items()]
 
     def _busy(self) -> bool:
         running = [w for w in self.workers if w.group == "action" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)]
@@ -321,6 +461,53 @@ class Rc1Console(App):
         self.push_screen(ConfirmScreen(f"Run gate {nxt['gate']} to advance {state} → {nxt['dest']}?",
                                        "The state changes only if every check passes."),
                          lambda ok: ok and self.run_advance(nxt["dest"]))
+
+    def action_run_next(self) -> None:
+        self._start_run(all_stages=False)
+
+    def action_run_all(self) -> None:
+        self._start_run(all_stages=True)
+
+    def _start_run(self, all_stages: bool) -> None:
+        reason = self.disabled_reason("run_all")
+        if reason:
+            self.notify(reason, severity="warning")
+            return
+        self.run_outcome = None
+        self._run_cancel.clear()
+        self.activity = Text("▶ pipeline: checking which stages are done…", style="yellow")
+        self.run_pipeline_stages(all_stages)
+        self.refresh_bindings()
+
+    def action_cancel_run(self) -> None:
+        if not self.pipeline_running():
+            self.notify("no pipeline run in progress", severity="warning")
+            return
+        self._run_cancel.set()
+        self.activity = Text("■ cancelling: the stage gets SIGINT and stops cleanly (training checkpoints first)…",
+                             style="yellow")
+        self._update_screens("show_run", self.run_progress, self.run_outcome)
+
+    async def action_quit(self) -> None:
+        if self.pipeline_running():
+            def answer(ok: bool | None) -> None:
+                if ok:
+                    self._run_cancel.set()
+                    self.exit()
+
+            self.push_screen(ConfirmScreen("A pipeline stage is running. Stop it and quit?",
+                                           "It gets SIGINT and stops cleanly; the next run resumes where it stopped."),
+                             answer)
+            return
+        if self._ran_pipeline:
+            self._stop_judge()
+        self.exit()
+
+    def _stop_judge(self) -> None:
+        try:
+            self.backend.stop_judge()
+        except (Rc1Error, OSError):
+            pass  # nothing to stop with: no run config, or the judge was never started
 
     def action_train(self) -> None:
         if not self._busy():
@@ -360,7 +547,12 @@ class Rc1Console(App):
         for mode, key, label in SCREENS:
             yield SystemCommand(f"Show {label} ({key})", f"switch to the {mode} screen", partial(self.switch_mode, mode))
         for action, (key, title, help_text) in ACTIONS.items():
-            yield SystemCommand(f"{title} ({key})", help_text, getattr(self, f"action_{action}"))
+            reason = self.disabled_reason(action)
+            if reason:
+                yield SystemCommand(f"{title} ({key}) — unavailable", reason,
+                                    partial(self.notify, f"{title}: {reason}", severity="warning"))
+            else:
+                yield SystemCommand(f"{title} ({key})", help_text, getattr(self, f"action_{action}"))
 
     # -- action workers ------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="action", name="advance")
@@ -380,6 +572,31 @@ class Rc1Console(App):
             title = f"gate {gate} refused"
             lines = [f"state stays {outcome.state}", f"{failing} failing check(s)"]
         self.post_message(ActionFinished("advance", title, lines, ok=outcome.reached, outcome=outcome))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="pipeline", name="pipeline run")
+    def run_pipeline_stages(self, all_stages: bool) -> None:
+        """The stages of `rc1 pipeline` (rc1.console.pipeline_run), stopped by c or by quitting the console."""
+        from rc1.console.pipeline_run import run_pipeline
+
+        worker = get_current_worker()
+        self._ran_pipeline = True
+        try:
+            outcome = run_pipeline(self.backend.pipeline(), all_stages=all_stages,
+                                   cancelled=lambda: self._run_cancel.is_set() or worker.is_cancelled,
+                                   report=lambda p: self.post_message(PipelineProgress(p)))
+            self.post_message(PipelineFinished(outcome))
+        finally:
+            if worker.is_cancelled:  # the console is quitting: leave no judge server behind (as `rc1 pipeline`)
+                self._stop_judge()
+            else:
+                self.list_pipeline_stages()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="stages", name="list pipeline stages")
+    def list_pipeline_stages(self) -> None:
+        try:
+            self.post_message(PipelineStages(self.backend.pipeline_stages()))
+        except Rc1Error as exc:
+            self.post_message(PipelineStages(None, exc.message))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="action", name="start trainer")
     def run_start(self, resume: str | None) -> None:
@@ -405,6 +622,24 @@ class Rc1Console(App):
             self.post_message(ReportOpened(rel, self.backend.read_report(path)))
         except (Rc1Error, OSError) as exc:
             self.post_message(ReportOpened(rel, None, error=getattr(exc, "message", str(exc))))
+
+
+def _binding_label(app: App, action: str) -> str | None:
+    return next((b.description for b in app.BINDINGS if isinstance(b, Binding) and b.action == action), None)
+
+
+def _not_trainable(state: str, gates: dict) -> str:
+    """Why training cannot start from `state`: the gate that has not passed, and how it stands."""
+    from rc1.state.table import STATES
+
+    if state in STATES and STATES.index(state) > STATES.index("training"):
+        return f"training is done (state {state})"
+    nxt = forward_from(state)
+    gate = nxt["gate"] if nxt else "?"
+    report = gates.get(gate)
+    how = "not run yet" if report is None else ("refused" if not report.get("passed") else "passed; advance (a)")
+    names = {"round1": "round 1", "round2": "round 2"}
+    return f"{names.get(gate, gate)} not passed — gate {gate} {how}"
 
 
 def _outcome_body(outcome) -> Group | Text:

@@ -17,8 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from rc1.runtime import layout
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.workspace import Workspace
+
+
+DEFAULT_CONFIG = "configs/local.yaml"  # the embedded default `make run` runs
 
 
 class Unavailable(Rc1Error):
@@ -28,10 +32,11 @@ class Unavailable(Rc1Error):
 # Reports the Reports screen shows: (tab title, path or glob; a glob picks the newest match).
 REPORTS: tuple[tuple[str, str], ...] = (
     ("diversity", "reports/diversity_report.json"),
-    ("difficulty", "reports/rc1/difficulty_report.json"),
+    ("difficulty", layout.DIFFICULTY_REPORT),
     ("calibration", "reports/calibration_report_*.json"),
     ("shadow run", "reports/shadow_run_*.json"),
     ("over-clar ablation", "reports/overclar_ablation_*.json"),
+    ("difficulty fit", layout.DIFFICULTY_FIT_REPORT),
     ("eval", "reports/ppo_eval_*.json"),
     ("RC1 report", "reports/rc1/rc1_report.md"),
 )
@@ -81,6 +86,28 @@ class ConsoleBackend:
         if not any((root / d).is_dir() for d in ("configs", "data", "reports")):
             return "this directory has no configs/, data/ or reports/: it is not an rc1 workspace yet"
         return None
+
+    def create_workspace(self) -> list[str]:
+        """Make this directory an rc1 workspace: its folders, and the shipped configs/ and templates/ copied
+        from the rc1 checkout the package runs from (an editable install) when the workspace has none.
+        Returns what was created, workspace-relative."""
+        import shutil
+
+        import rc1
+
+        made = [d for d in ("logs", "reports", "checkpoints", "data") if not (self.ws.root / d).is_dir()]
+        self.ws.ensure()
+        source = Path(rc1.__file__).resolve().parent.parent
+        for folder in ("configs", "templates"):
+            src, dst = source / folder, self.ws.root / folder
+            if src.is_dir() and not dst.exists() and src.resolve() != dst.resolve():
+                shutil.copytree(src, dst)
+                made.append(folder)
+        return made
+
+    @property
+    def pipeline_log_path(self) -> Path:
+        return self.ws.logs / "pipeline.log"
 
     @property
     def metrics_path(self) -> Path:
@@ -136,21 +163,52 @@ class ConsoleBackend:
 
     # -- trainer -------------------------------------------------------------------------------
     def run_config_path(self) -> str | None:
-        """--config, else the config the machine last ran its gates with."""
+        """--config, else the config the machine last ran its gates with, else the embedded default
+        (configs/local.yaml, what `make run` runs) when the workspace has it."""
         if self.config_path:
             return self.config_path
         from rc1.state.store import load_record
 
-        return load_record(self.ws).config_path
+        recorded = load_record(self.ws).config_path
+        if recorded:
+            return recorded
+        return DEFAULT_CONFIG if self.ws.path(DEFAULT_CONFIG).is_file() else None
 
-    def start_trainer(self, resume: str | None = None) -> int:
+    # -- pipeline ------------------------------------------------------------------------------
+    def pipeline(self):
+        """The `rc1 pipeline` run for the run config (rc1.pipeline.Pipeline.prepare), ready to run stages."""
+        from rc1.pipeline import Pipeline
+
+        return Pipeline.prepare(self.ws, self._require_config(), echo=lambda _msg: None)
+
+    def stop_judge(self) -> None:
+        """Stop the local judge server a pipeline run started (as `rc1 pipeline` does when it ends)."""
+        from rc1.config.load import load_train_config
+        from rc1.pipeline import Pipeline
+
+        config = self._require_config()
+        Pipeline(self.ws, config, load_train_config(config, self.ws), echo=lambda _msg: None).stop_judge()
+
+    def pipeline_stages(self) -> list[tuple[str, bool]]:
+        """(stage, done) of every pipeline stage for the run config, without writing anything."""
+        from rc1.config.load import load_train_config
+        from rc1.pipeline import Pipeline
+
+        config = self._require_config()
+        pipe = Pipeline(self.ws, config, load_train_config(config, self.ws), echo=lambda _msg: None)
+        return [(stage.name, stage.done()) for stage in pipe.stages()]
+
+    def _require_config(self) -> str:
         from rc1.runtime.errors import ConfigError
 
-        proc = _import("rc1.runtime.trainer_proc")
         config = self.run_config_path()
         if not config:
-            raise ConfigError("no run config: start the console with --config PATH (or run a gate with one first)")
-        return proc.start_trainer(self.ws, config, resume=resume)
+            raise ConfigError(f"no run config: start the console with --config PATH (or add {DEFAULT_CONFIG})")
+        return config
+
+    def start_trainer(self, resume: str | None = None) -> int:
+        proc = _import("rc1.runtime.trainer_proc")
+        return proc.start_trainer(self.ws, self._require_config(), resume=resume)
 
     def stop_trainer(self) -> bool:
         proc = _import("rc1.runtime.trainer_proc")

@@ -22,6 +22,7 @@ class MetricsUpdated(Message):
 class LogLines(Message):
     lines: list[str]
     reset: bool = False
+    source: str = "train"  # "train": logs/train.log; "pipeline": logs/pipeline.log
 
 
 @dataclass
@@ -57,4 +58,20 @@ class ActionFinished(Message):
 class ReportOpened(Message):
     rel: str
     doc: Any
+    error: str | None = None
+
+
+@dataclass
+class PipelineProgress(Message):
+    progress: Any  # rc1.console.pipeline_run.StageProgress
+
+
+@dataclass
+class PipelineFinished(Message):
+    outcome: Any  # rc1.console.pipeline_run.RunOutcome
+
+
+@dataclass
+class PipelineStages(Message):
+    stages: list[tuple[str, bool]] | None  # (stage, done); None when they cannot be listed
     error: str | None = None

@@ -9,6 +9,7 @@ lines are skipped and counted by `MetricsTail`; the count is shown.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ from pathlib import Path
 
 from rc1.runtime.metrics import MetricsTail
 
-# (plot title, metric keys); "reward/*" means every reward/<dimension> key seen.
+# (plot title, metric keys); a key with * is a pattern (fnmatch) over every key seen: "reward/*" is each
+# reward/<dimension>, "curriculum/*/weight" each curriculum/<task>/L<level>/weight (the level mix).
 PLOTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loss", ("loss",)),
     ("KL", ("kl",)),
@@ -26,6 +28,7 @@ PLOTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lr", ("lr",)),
     ("sec / step", ("sec_per_step",)),
     ("mem used MB", ("mem_used_mb",)),
+    ("curriculum mix", ("curriculum/*/weight",)),
 )
 # Prefixes whose plain name is used when the plain key is absent (e.g. train/loss -> loss).
 GROUP_PREFIXES = ("train/", "rollout/", "gate/", "perf/")
@@ -128,8 +131,8 @@ class MetricsStore:
         for title, keys in PLOTS:
             names: list[str] = []
             for k in keys:
-                if k.endswith("/*"):
-                    names += sorted(n for n in self.series if n.startswith(k[:-1]))
+                if "*" in k:
+                    names += sorted(n for n in self.series if fnmatch.fnmatchcase(n, k))
                 elif k in self.series:
                     names.append(k)
             out[title] = [(n, *self.series[n].points()) for n in names]

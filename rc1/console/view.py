@@ -34,6 +34,7 @@ class WorkspaceView:
     reports: list[LoadedReport] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # files that could not be read
     present: dict[str, bool] = field(default_factory=dict)  # optional inputs: judge_stats, artifacts
+    run_config: str | None = None  # the config the console runs the pipeline and trainer with (None: none found)
 
 
 def load_view(backend: ConsoleBackend) -> WorkspaceView:
@@ -70,4 +71,5 @@ def load_view(backend: ConsoleBackend) -> WorkspaceView:
     present = {"judge_stats": backend.ws.path(JUDGE_STATS).exists(),
                "artifacts": backend.ws.path(ARTIFACTS_MANIFEST).exists()}
     return WorkspaceView(present=present, state=status["state"], gates=status["gates"], audit=backend.audit(8), ops=status["ops"],
-                         checkpoints=checkpoints, checkpoints_unavailable=ck_why, reports=reports, errors=errors)
+                         checkpoints=checkpoints, checkpoints_unavailable=ck_why, reports=reports, errors=errors,
+                         run_config=backend.run_config_path())

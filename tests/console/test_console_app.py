@@ -7,7 +7,8 @@ import json
 import time
 
 import pytest
-from tests.helpers.console import FakeTrainerStatus, RecordingBackend, metrics_line, write_metrics
+from tests.helpers.console import (FakeTrainerStatus, RecordingBackend, metrics_line, pass_round2, text_of, wait_for,
+                                  write_metrics)
 
 from rc1.console.app import make_app
 from rc1.console.screens.missing import MissingWorkspaceScreen
@@ -22,29 +23,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-async def wait_for(pilot, cond, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.05)
-
-
-def text_of(widget) -> str:
-    """Plain text a Static/Label currently shows (Rich renderables rendered wide, no styles)."""
-    import io
-
-    from rich.console import Console
-
-    content = widget.content
-    if isinstance(content, str):
-        return content
-    console = Console(width=200, file=io.StringIO(), color_system=None, legacy_windows=False)
-    with console.capture() as cap:
-        console.print(content)
-    return cap.get()
 
 
 def screen_text(app) -> str:
@@ -62,13 +40,17 @@ def fast_app(backend):
 
 async def test_action_keys_call_the_core(console_ws):
     """t/r/s ask first (n declines, y runs); f and x run at once; each shows what it did."""
-    backend = RecordingBackend(console_ws)
+    pass_round2(console_ws)
+    backend = RecordingBackend(console_ws, trainer=FakeTrainerStatus(pid=None, alive=False))
     app = fast_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app)
         for key, expected, shown in (("t", ("start_trainer", None), "pid 4242"),
                                      ("r", ("start_trainer", "latest"), "resumed trainer"),
                                      ("s", ("stop_trainer",), "stop trainer")):
+            if key == "s":  # a trainer now runs: s stops it
+                backend.trainer = FakeTrainerStatus()
+                await wait_for(pilot, app.trainer_alive, what="trainer seen running")
             backend.calls.clear()
             await pilot.press(key)
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="confirmation modal")
@@ -96,8 +78,11 @@ async def test_palette_runs_sync_export(console_ws):
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for t in ("Advance to the next state (a)", "Start training (t)", "Stop training (s)", "Resume from latest (r)",
-                  "Make a FAIL pack (f)", "SYNC export (x)", "Open a report (o)", "Show Training (3)"):
+        for t in ("Run the next pipeline stage (p) — unavailable", "Run all remaining pipeline stages (P) — unavailable",
+                  "Cancel the pipeline run (c) — unavailable", "Advance to the next state (a)",
+                  "Start training (t) — unavailable", "Stop training (s)", "Resume from latest (r) — unavailable",
+                  "Make a FAIL pack (f)", "SYNC export (x)", "Open a report (o)", "Show Training (3)",
+                  "Show Pipeline (5)"):
             assert t in titles
         await pilot.press("ctrl+p")
         await pilot.pause(0.2)
@@ -184,7 +169,8 @@ async def test_dead_trainer_shows_error_report_and_offers_failpack_and_resume(co
         await wait_for(pilot, lambda: isinstance(app.screen, TrainingScreen), what="training screen")
         status = text_of(app.screen.query_one("#trainer-status"))
         assert "not running" in status and "CUDA out of memory" in status and "at step 231" in status
-        assert report in status and "f for a failpack" in status and "r to resume" in status
+        assert report in status and "f for a failpack" in status
+        assert "r to resume" not in status  # state round1: a resume would be refused, so it is not offered
         await pilot.press("s")  # nothing to stop
         await pilot.pause(0.1)
         assert backend.calls == []
@@ -243,7 +229,7 @@ async def test_missing_workspace_explains_how_to_create_it(tmp_path):
         await pilot.pause(0.2)
         assert isinstance(app.screen, MissingWorkspaceScreen)
         text = screen_text(app)
-        assert "does not exist" in text and "rc1 --workdir DIR data make-min" in text and "make run" in text
+        assert "does not exist" in text and "Press c to create it here" in text and "make run" in text
         assert app.check_action("advance", ()) is False
         (tmp_path / "nowhere" / "data").mkdir(parents=True)
         await pilot.press("g")
@@ -298,3 +284,46 @@ def test_eta_from_sec_per_step_and_max_steps():
 
 def test_metrics_line_fixture_is_valid_json():
     assert json.loads(metrics_line(3))["step"] == 3
+
+
+async def test_keys_the_machine_would_refuse_are_disabled_with_the_reason(console_ws):
+    """At round1 (round 2 refused) with a trainer running: t and r are greyed out and say why; pressing them
+    does nothing; the palette lists them as unavailable with the same reason."""
+    backend = RecordingBackend(console_ws)
+    app = fast_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        assert app.check_action("train", ()) is None and app.check_action("resume", ()) is None
+        assert app.disabled_reason("train") == "the trainer is already running"
+        backend.trainer = FakeTrainerStatus(pid=None, alive=False)
+        await wait_for(pilot, lambda: not app.trainer_alive(), what="trainer seen stopped")
+        assert app.disabled_reason("train") == "round 2 not passed — gate round2 refused"
+        assert app.check_action("stop", ()) is None and app.disabled_reason("stop") == "no trainer is running"
+        assert app.check_action("advance", ()) is True and app.check_action("failpack", ()) is True
+        await wait_for(pilot, lambda: "t/r Train, Resume: round 2 not passed — gate round2 refused"
+                       in text_of(app.screen.query_one("#key-hints")), what="key line")
+        await pilot.press("t")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ConfirmScreen) and backend.calls == []
+        footer_train = next(ab for ab in app.screen.active_bindings.values() if ab.binding.action == "train")
+        assert not footer_train.enabled and "round 2 not passed" in footer_train.tooltip
+        titles = {c.title: c.help for c in app.get_system_commands(app.screen)}
+        assert titles["Start training (t) — unavailable"] == "round 2 not passed — gate round2 refused"
+        await pilot.press("3")
+        await wait_for(pilot, lambda: isinstance(app.screen, TrainingScreen), what="training screen")
+        status = text_of(app.screen.query_one("#trainer-status"))
+        assert "training cannot start: round 2 not passed" in status and "press t" not in status
+
+
+async def test_missing_workspace_can_be_created_from_the_console(tmp_path):
+    app = make_app(tmp_path / "fresh")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, MissingWorkspaceScreen)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: not isinstance(app.screen, MissingWorkspaceScreen), what="workspace created")
+        for d in ("logs", "reports", "checkpoints", "data", "configs"):
+            assert (tmp_path / "fresh" / d).is_dir(), d
+        assert (tmp_path / "fresh" / "configs" / "local.yaml").is_file()
+        await wait_for(pilot, lambda: app.view is not None, what="view")
+        assert app.view.state == "idle" and app.view.run_config == "configs/local.yaml"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,14 @@ def fixed_clock(monkeypatch) -> None:
 
 def gate_runner(gate: str) -> list[GateResult]:
     return _gate_results(gate)
+
+
+def pass_round2(ws: Workspace) -> None:
+    """Move the fixture workspace on to round2_pass with gates that pass (training may start from there)."""
+    from rc1.machine.service import advance, open_machine
+
+    passing = lambda gate: [GateResult("pool", [Check.at_least("distinct-2", 0.71, 0.6)], [])]  # noqa: E731
+    advance(ws, "round2_pass", machine=open_machine(ws, gate_runner=passing))
 
 
 def build_workspace(root: Path, monkeypatch, *, metrics_steps: int = 240, corrupt: int = 2) -> Workspace:
@@ -163,3 +172,169 @@ class RecordingBackend(ConsoleBackend):
 
     def max_steps(self):
         return 2000
+
+
+# -- a pipeline whose stages are small scripts, run by the real Pipeline.run_stage ----------------------------
+# Each stage's script runs in place of its `rc1` command (see `scripted_stages`); a finished stage leaves a
+# marker file that its `done()` reads, as the real stages' outputs do.
+STAGE_SCRIPTS = {
+    "ok": "import pathlib, sys; print('working'); pathlib.Path(sys.argv[1]).write_text('done')",
+    # training-like: counts steps into a file (resuming from it), stops cleanly on SIGINT, marks done at 200
+    "train": """
+import os, pathlib, sys, time
+marker = pathlib.Path(sys.argv[1]); steps = marker.with_suffix('.step'); tmp = marker.with_suffix('.tmp')
+step = int(steps.read_text()) if steps.exists() else 0
+print(f'resuming from step {step}' if step else 'starting at step 0', flush=True)
+try:
+    while step < 200:
+        time.sleep(0.02); step += 1; tmp.write_text(str(step)); os.replace(tmp, steps)  # whole, never torn
+except KeyboardInterrupt:
+    print(f'stopped cleanly at step {step} (checkpoint written)', flush=True); sys.exit(130)
+marker.write_text('done'); print('trained', flush=True)
+""",
+    "refuse": "print('REFUSED: gate round2 did not pass; state stays round1'); raise SystemExit(3)",
+    "crash": "print('Traceback (most recent call last):'); print('RuntimeError: disk on fire'); raise SystemExit(1)",
+}
+
+
+def scripted_stages(ws: Workspace, plan: list[tuple[str, str]]):
+    """Stages named as given, each running STAGE_SCRIPTS[kind]; done once its marker file exists."""
+    from rc1.pipeline import Stage
+
+    def marker(name: str) -> Path:
+        return ws.root / "stage_markers" / (name.replace(" ", "_").replace(":", "") + ".done")
+
+    (ws.root / "stage_markers").mkdir(exist_ok=True)
+    stages = []
+    for name, kind in plan:
+        m = marker(name)
+        watch = (lambda m=m: (int(m.with_suffix(".step").read_text()), 200)
+                 if m.with_suffix(".step").exists() else None) if kind == "train" else None
+        stages.append(Stage(name, ["__script__", kind, str(m)], lambda m=m: m.exists(), watch=watch))
+    return stages
+
+
+def route_scripts(monkeypatch) -> None:
+    """Popen of `rc1 ... __script__ KIND MARKER` (a scripted stage) runs the script instead of rc1."""
+    import subprocess
+    import sys
+
+    real = subprocess.Popen
+
+    def popen(cmd, *a, **kw):
+        if isinstance(cmd, list) and "__script__" in cmd:
+            i = cmd.index("__script__")
+            cmd = [sys.executable, "-c", STAGE_SCRIPTS[cmd[i + 1]], cmd[i + 2]]
+        return real(cmd, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+
+
+def scripted_pipeline(ws: Workspace, plan: list[tuple[str, str]]):
+    """The real rc1.pipeline.Pipeline (run_stage, _stop_child, timings) over scripted stages."""
+    from rc1.config.schema import TrainConfig
+    from rc1.pipeline import Pipeline
+
+    class Scripted(Pipeline):
+        def stages(self):
+            return scripted_stages(self.ws, plan)
+
+    return Scripted(ws, "configs/scripted.yaml", TrainConfig.model_construct(), echo=lambda _m: None)
+
+
+class PipelineBackend(RecordingBackend):
+    """RecordingBackend whose pipeline is `scripted_pipeline(plan)`."""
+
+    def __init__(self, ws: Workspace, plan: list[tuple[str, str]], **kw):
+        super().__init__(ws, "configs/scripted.yaml", **kw)
+        self.plan = plan
+
+    def pipeline(self):
+        return scripted_pipeline(self.ws, self.plan)
+
+    def pipeline_stages(self):
+        return [(s.name, s.done()) for s in scripted_stages(self.ws, self.plan)]
+
+    def stop_judge(self):
+        self.calls.append(("stop_judge",))
+
+
+# -- the plotted reports: a difficulty fit, curriculum weights in metrics lines, an eval report ---------------
+DIFFICULTY_FIT = {
+    "band": [0.2, 0.6],
+    "tasks": {
+        "gsm8k": {"levels": [
+            {"level": 0, "name": "1 op", "n": 32, "successes": 9, "pass_rate": 0.28, "ci": [0.15, 0.45], "chosen": True},
+            {"level": 1, "name": "2 ops", "n": 32, "successes": 4, "pass_rate": 0.125, "ci": [0.05, 0.28], "chosen": True},
+            {"level": 2, "name": "3 ops", "n": 32, "successes": 0, "pass_rate": 0.0, "ci": [0.0, 0.11], "chosen": False},
+            # not measured (rc1.training.fit stops above the band): no rate, no CI
+            {"level": 3, "name": "4 ops", "n": 0, "successes": 0, "pass_rate": None, "ci": None, "chosen": False}],
+            "chosen": [0, 1], "dropped": False, "reason": "levels 0-1 reach the band"},
+        "hotpotqa": {"levels": [
+            {"level": 0, "name": "1 hop", "n": 32, "successes": 0, "pass_rate": 0.0, "ci": [0.0, 0.11], "chosen": False}],
+            "chosen": [], "dropped": True, "reason": "no level reaches 0.2"},
+        "strategyqa": {"levels": [
+            {"level": 0, "name": "yes/no", "n": 32, "successes": 16, "pass_rate": 0.5, "ci": [0.33, 0.67], "chosen": True}],
+            "chosen": [0], "dropped": False, "reason": None},
+    },
+}
+
+
+def curriculum_fields(step: int) -> dict:
+    """curriculum/<task>/L<level>/{weight,pass_rate}: the mix moves from L0 to L1 as L0 is learned."""
+    shift = min(1.0, step / 240)
+    return {"curriculum/gsm8k/L0/weight": round(0.8 - 0.5 * shift, 4), "curriculum/gsm8k/L1/weight": round(0.2 + 0.5 * shift, 4),
+            "curriculum/gsm8k/L0/pass_rate": round(0.28 + 0.4 * shift, 4), "curriculum/gsm8k/L1/pass_rate": round(0.12 + 0.2 * shift, 4)}
+
+
+def eval_report() -> dict:
+    """An eval report (rc1.eval.harness shape, trimmed to what the held-out gain chart reads)."""
+    by_task = {"gsm8k": {"n": 40, "base": 0.1, "trained": 0.3, "delta_pp": 20.0, "ci95_pp": [7.5, 32.5]},
+               "strategyqa": {"n": 40, "base": 0.55, "trained": 0.5, "delta_pp": -5.0, "ci95_pp": [-17.5, 7.5]}}
+    return {"kind": "ppo_eval", "heldout_set": "heldout", "seeds": [7],
+            "runs": [{"seed_index": 0, "seed": 7, "results": {"heldout": {"delta": {
+                "success": {"n": 80, "delta_pp": 7.5, "ci95_pp": [-1.25, 16.25]}, "by_task": by_task}}}}]}
+
+
+def write_plotted_reports(ws: Workspace) -> None:
+    """Add the difficulty fit, an eval report, and curriculum weights on every metrics line."""
+    from rc1.runtime.layout import DIFFICULTY_FIT_REPORT
+
+    ws.path(DIFFICULTY_FIT_REPORT).write_text(json.dumps(DIFFICULTY_FIT, indent=1))
+    ws.path("reports/ppo_eval_20261122T030000Z.json").write_text(json.dumps(eval_report(), indent=1))
+    lines = ws.metrics_path.read_text().split("\n")
+    out = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            out.append(line)
+            continue
+        out.append(json.dumps({**rec, **curriculum_fields(rec["step"])}))
+    ws.metrics_path.write_text("\n".join(out))
+
+
+# -- driving the app in tests -------------------------------------------------------------------------------
+async def wait_for(pilot, cond, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def text_of(widget) -> str:
+    """Plain text a Static/Label currently shows (Rich renderables rendered wide, no styles)."""
+    import io
+
+    from rich.console import Console
+
+    content = widget.content
+    if isinstance(content, str):
+        return content
+    console = Console(width=200, file=io.StringIO(), color_system=None, legacy_windows=False)
+    with console.capture() as cap:
+        console.print(content)
+    return cap.get()
+
+

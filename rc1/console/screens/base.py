@@ -6,11 +6,23 @@ shows it in `show_view`, and again each time it comes back to the front.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Footer, Header, Static
 
 from rc1.console.widgets.activity import ActivityBar
+
+
+def key_hints(disabled: list[tuple[str, str, str]]) -> Text:
+    """One line: each disabled key, what it would do and why the machine would refuse it now."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for i, (key, label, reason) in enumerate(disabled):
+        if i:
+            out.append("  · ", style="dim")
+        out.append(key, style="bold dim")
+        out.append(f" {label}: {reason}", style="dim")
+    return out
 
 
 class WorkspaceScreen(Screen):
@@ -22,6 +34,7 @@ class WorkspaceScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield from self.body()
+        yield Static(id="key-hints")
         yield ActivityBar(id="activity")
         yield Footer(compact=True)
 
@@ -37,9 +50,24 @@ class WorkspaceScreen(Screen):
             self.query_one(selector).border_title = title
         self.prepare()
         self.refresh_view()
+        self.show_key_hints()
 
     def on_screen_resume(self) -> None:
         self.refresh_view()
+        self.show_key_hints()
+
+    def show_key_hints(self) -> None:
+        self.query_one("#key-hints", Static).update(key_hints(self.app.disabled_actions()))
+
+    @property
+    def active_bindings(self):
+        """The footer's bindings; a disabled one's tooltip says why it is disabled."""
+        bindings = super().active_bindings
+        out = {}
+        for key, ab in bindings.items():
+            reason = None if ab.enabled else self.app.disabled_reason(ab.binding.action)
+            out[key] = ab._replace(tooltip=f"{ab.binding.description}: {reason}") if reason else ab
+        return out
 
     def prepare(self) -> None:
         """Once, after mounting and before the first view (table columns and the like)."""

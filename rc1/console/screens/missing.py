@@ -10,20 +10,20 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 HOW_TO = """\
-To create a workspace:
+Press c to create it here: logs/, reports/, checkpoints/, data/, and the shipped configs/ and templates/
+when rc1 runs from its checkout. Then 5 (Pipeline) and P run every stage of the embedded default.
 
-  rc1 --workdir DIR data make-min      data/train_min.jsonl and data/eval_min.jsonl
+Or from a shell:
+
   make run                             set up .venv and run the embedded default pipeline
-
-or point the console at an existing one:
-
-  rc1 --workdir DIR console            (or set RC1_WORKDIR)
+  rc1 --workdir DIR console            open an existing workspace (or set RC1_WORKDIR)
 
 Press g to check again, q to quit."""
 
 
 class MissingWorkspaceScreen(Screen):
-    BINDINGS = [Binding("g", "app.recheck_workspace", "Check again"), Binding("q", "app.quit", "Quit")]
+    BINDINGS = [Binding("c", "app.create_workspace", "Create it here"), Binding("g", "app.recheck_workspace", "Check again"),
+                Binding("q", "app.quit", "Quit")]
 
     def __init__(self, problem: str, root_name: str) -> None:
         super().__init__()

@@ -48,16 +48,20 @@ def ops_text(view: WorkspaceView) -> Text:
 
 
 def audit_table(entries: list[dict]) -> Table | Text:
+    """Latest transitions first: the time never wraps, the move (and its gate) wraps under it when narrow."""
     if not entries:
         return Text("no transitions yet (reports/state/audit.jsonl)", style="dim")
-    t = Table(box=None, pad_edge=False, expand=True)
-    for col in ("time", "move", "gate"):
-        t.add_column(col, no_wrap=True, overflow="ellipsis")
+    t = Table(box=None, pad_edge=False, expand=True, show_header=True)
+    t.add_column("time", width=11, no_wrap=True)
+    t.add_column("move (gate)", min_width=12, overflow="fold")
     for e in reversed(entries):
         ok = e.get("passed")
         move = Text(f"{e.get('from')}→{e.get('to')}", style="green" if ok else "red")
+        gate = e.get("gate") or e.get("trigger")
+        if gate:
+            move.append(f" ({gate})", style="dim")
         when = str(e.get("time", ""))[5:16].replace("T", " ")
-        t.add_row(when, move, str(e.get("gate") or e.get("trigger") or ""))
+        t.add_row(when, move)
     return t
 
 

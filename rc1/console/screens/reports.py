@@ -32,6 +32,28 @@ def report_body(rep: LoadedReport):
     return Group(*render_doc(rep.doc))
 
 
+def _fit_chart(doc):
+    from rc1.console.widgets.charts import difficulty_fit_chart
+
+    return difficulty_fit_chart(doc)
+
+
+def _gain_chart(doc):
+    from rc1.console.widgets.charts import heldout_gain_chart
+
+    return heldout_gain_chart(doc) or Text("no trained run in this report: no held-out gain to plot", style="dim")
+
+
+# Reports drawn as a chart above their fields: tab title -> chart of the parsed report.
+CHARTS = {"difficulty fit": _fit_chart, "eval": _gain_chart}
+
+
+def report_chart(rep: LoadedReport):
+    if rep.path is None or rep.error or not isinstance(rep.doc, dict):
+        return Text("")
+    return CHARTS[rep.title](rep.doc)
+
+
 class ReportsScreen(WorkspaceScreen):
     SUBTITLE = "reports"
 
@@ -48,6 +70,8 @@ class ReportsScreen(WorkspaceScreen):
                         if title == "RC1 report":
                             yield Markdown(classes="report-md")
                         else:
+                            if title in CHARTS:
+                                yield Static(classes="report-chart")
                             yield Static(classes="report-body")
 
     def show_view(self, view: WorkspaceView | None) -> None:
@@ -64,4 +88,6 @@ class ReportsScreen(WorkspaceScreen):
                 md = pane.query_one(Markdown)
                 md.update(rep.doc if isinstance(rep.doc, str) and not rep.error else (rep.error or ""))
             else:
+                if rep.title in CHARTS:
+                    pane.query_one(".report-chart", Static).update(report_chart(rep))
                 pane.query_one(".report-body", Static).update(report_body(rep))

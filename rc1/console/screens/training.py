@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Grid, Horizontal
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.widgets import Log, Static
 
 from rc1.console.messages import TrainerUpdated
@@ -18,7 +18,9 @@ from rc1.console.screens.base import WorkspaceScreen
 from rc1.console.widgets.plot import PlotPanel
 
 
-def trainer_text(msg: TrainerUpdated | None, snapshot: MetricsSnapshot | None) -> Text:
+def trainer_text(msg: TrainerUpdated | None, snapshot: MetricsSnapshot | None, train_blocked: str | None = None,
+                 resume_blocked: str | None = None) -> Text:
+    """The trainer's line; `train_blocked` / `resume_blocked`: why t / r would be refused now (None: they run)."""
     if msg is None:
         return Text("trainer: checking…", style="dim")
     if msg.unavailable:
@@ -27,7 +29,10 @@ def trainer_text(msg: TrainerUpdated | None, snapshot: MetricsSnapshot | None) -
     step = (snapshot.last.get("step") if snapshot and snapshot.last else None)
     step = getattr(st, "step", None) if getattr(st, "step", None) is not None else step
     if st is None or getattr(st, "pid", None) is None:
-        return Text("trainer: not running — press t to start, r to resume from the latest checkpoint", style="dim")
+        if train_blocked:
+            return Text(f"trainer: not running — training cannot start: {train_blocked}", style="yellow")
+        return Text("trainer: not running — press t to start" + (
+            "" if resume_blocked else ", r to resume from the latest checkpoint"), style="dim")
     out = Text()
     alive = getattr(st, "alive", False)
     out.append("● running" if alive else "✘ not running", style="bold green" if alive else "bold red")
@@ -50,7 +55,8 @@ def trainer_text(msg: TrainerUpdated | None, snapshot: MetricsSnapshot | None) -
             if (msg.error_report or {}).get("step") is not None:
                 out.append(f" (at step {msg.error_report['step']})", style="red")
             out.append(f"\nERROR report: {report}", style="bold")
-        out.append("\npress f for a failpack, r to resume from the latest checkpoint", style="yellow")
+        out.append("\npress f for a failpack" + ("" if resume_blocked else ", r to resume from the latest checkpoint"),
+                   style="yellow")
     return out
 
 
@@ -115,14 +121,18 @@ class TrainingScreen(WorkspaceScreen):
     SUBTITLE = "training"
     BORDER_TITLES = {"#train-log": "logs/train.log", "#metrics-info": "reports/metrics.jsonl"}
 
+    AUTO_FOCUS = None  # a focused log would scroll a short terminal past the plots
+
     def body(self) -> ComposeResult:
         yield Static(id="trainer-status")
-        with Grid(id="plots"):
-            for title, _ in PLOTS:
-                yield PlotPanel(title, classes="plot")
-        with Horizontal(id="training-bottom"):
-            yield Log(id="train-log", max_lines=2000)
-            yield Static(id="metrics-info")
+        # In a short terminal the plots keep a readable height (axes included) and the screen scrolls.
+        with VerticalScroll(id="training-scroll"):
+            with Grid(id="plots"):
+                for title, _ in PLOTS:
+                    yield PlotPanel(title, classes="plot")
+            with Horizontal(id="training-bottom"):
+                yield Log(id="train-log", max_lines=2000)
+                yield Static(id="metrics-info")
 
     def refresh_view(self) -> None:
         self.app.set_plots_visible(True)
@@ -144,7 +154,9 @@ class TrainingScreen(WorkspaceScreen):
 
     def show_trainer(self, msg: TrainerUpdated | None) -> None:
         snap = self.app.metrics[0] if self.app.metrics else None
-        self.query_one("#trainer-status", Static).update(trainer_text(msg, snap))
+        app = self.app
+        self.query_one("#trainer-status", Static).update(
+            trainer_text(msg, snap, app.disabled_reason("train"), app.disabled_reason("resume")))
 
     def show_metrics(self, snap: MetricsSnapshot, plots: dict[str, str]) -> None:
         for panel in self.query(PlotPanel):

@@ -5,7 +5,9 @@ profile blocks on it, yellow when it only warns: the laptop profile), – not ap
 
 from __future__ import annotations
 
-from rich.console import Group
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -58,35 +60,85 @@ def warnings(report: dict) -> list[tuple[str, dict]]:
             if check_status(c) == "not measurable" and not blocks(r, c)]
 
 
-def gate_table(name: str, report: dict, only_failing: bool = False) -> Table:
-    passed = report.get("passed")
-    verdict = Text("PASSED", style="bold green") if passed else Text("REFUSED", style="bold red")
-    warned = warnings(report)
-    if warned:
-        verdict.append(f" ({len(warned)} not measurable: warned, this profile lets it through)", style="yellow")
-    title = Text.assemble(f"{name} ", f"({report.get('from', '?')} → {report.get('to', '?')}) ", verdict,
-                          f"  {report.get('time', '')}", (f"  profile {report['profile']}" if report.get("profile") else ""))
-    table = Table(title=title, title_justify="left", expand=True, show_edge=False, pad_edge=False)
-    table.add_column("", width=2, no_wrap=True)
-    table.add_column("area", no_wrap=True)
-    table.add_column("check", ratio=2)
-    table.add_column("measured", justify="right", no_wrap=True)
-    table.add_column("threshold", no_wrap=True)
-    table.add_column("evidence (sha256)", ratio=2, no_wrap=True, overflow="ellipsis")
-    for res in report.get("results", []):
-        ev = _evidence_text(res)
-        for c in res.get("checks", []):
-            st = check_status(c)
-            if only_failing and not blocks(res, c) and st != "not measurable":
-                continue
-            check = Text(c.get("name", "?"))
-            if st != "pass" and st != "fail":
-                check.append(f" [{st}]", style="yellow" if st == "not measurable" else "dim")
-            if c.get("detail") and st != "pass":
-                check.append(f" — {c['detail']}", style="dim")
-            table.add_row(mark(res, c), res.get("gate", "?"), check, fmt_value(c.get("measured")),
-                          str(c.get("threshold", "")), ev)
-    return table
+def gate_table(name: str, report: dict, only_failing: bool = False) -> "GateTable":
+    return GateTable(name, report, only_failing)
+
+
+class GateTable:
+    """One gate's checks as a table laid out for the width it is drawn at: the status glyph and the check
+    name always show; the detail wraps under the name, long values are cut with …, and the evidence
+    column (then the area column, folded into the name) is left out where it does not fit."""
+
+    CHECK_MIN = 18   # narrowest check column (names wrap inside it, never vanish)
+    EVIDENCE_AT = 130  # widths from which the evidence column is shown
+
+    def __init__(self, name: str, report: dict, only_failing: bool = False):
+        self.name, self.report, self.only_failing = name, report, only_failing
+
+    def rows(self) -> list[tuple[Text, str, Text, str, str, str]]:
+        out = []
+        for res in self.report.get("results", []):
+            ev = _evidence_text(res)
+            for c in res.get("checks", []):
+                st = check_status(c)
+                if self.only_failing and not blocks(res, c) and st != "not measurable":
+                    continue
+                check = Text(c.get("name", "?"), style="bold" if blocks(res, c) else "")
+                if st != "pass" and st != "fail":
+                    check.append(f" [{st}]", style="yellow" if st == "not measurable" else "dim")
+                if c.get("detail") and st != "pass":
+                    check.append(f" — {c['detail']}", style="dim")
+                out.append((mark(res, c), res.get("gate", "?"), check, fmt_value(c.get("measured")),
+                            str(c.get("threshold", "")), ev))
+        return out
+
+    def title(self) -> Text:
+        report = self.report
+        verdict = Text("PASSED", style="bold green") if report.get("passed") else Text("REFUSED", style="bold red")
+        warned = warnings(report)
+        if warned:
+            verdict.append(f" ({len(warned)} not measurable: warned, this profile lets it through)", style="yellow")
+        return Text.assemble(f"{self.name} ", f"({report.get('from', '?')} → {report.get('to', '?')}) ", verdict,
+                             f"  {report.get('time', '')}",
+                             (f"  profile {report['profile']}" if report.get("profile") else ""))
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(min(options.max_width, 40), options.max_width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        rows = self.rows()
+        longest = lambda i, cap: min(cap, max((len(r[i]) for r in rows), default=1))  # noqa: E731
+        measured_w = max(len("measured"), longest(3, 12))
+        threshold_w = max(len("threshold"), longest(4, 16))
+        area_w = max(len("area"), longest(1, 16))
+        evidence_w = max(len("evidence"), longest(5, 44))
+        gap = 3  # cell padding on both sides and the divider between columns
+        spare = width - (1 + measured_w + threshold_w + 3 * gap) - self.CHECK_MIN
+        if spare < 0:  # very narrow: the value columns give way (cut with …) before the check name does
+            measured_w = max(6, measured_w + spare // 2)
+            threshold_w = max(6, threshold_w + spare - spare // 2)
+        fixed = 1 + measured_w + threshold_w + 3 * gap
+        show_evidence = width >= self.EVIDENCE_AT and width - fixed - area_w - evidence_w - 2 * gap >= 30
+        show_area = width - fixed - area_w - gap - (evidence_w + gap if show_evidence else 0) >= self.CHECK_MIN + 6
+        check_w = width - fixed - (area_w + gap if show_area else 0) - (evidence_w + gap if show_evidence else 0)
+        check_w = max(8, check_w)  # below CHECK_MIN only where the value columns are already at their narrowest
+        table = Table(title=self.title(), title_justify="left", show_edge=False, pad_edge=False, box=box.SIMPLE_HEAD,
+                      collapse_padding=False)
+        table.add_column("", width=1, no_wrap=True)
+        if show_area:
+            table.add_column("area", width=area_w, no_wrap=True, overflow="ellipsis")
+        table.add_column("check", width=check_w, overflow="fold")
+        table.add_column("measured", width=measured_w, justify="right", no_wrap=True, overflow="ellipsis")
+        table.add_column("threshold", width=threshold_w, no_wrap=True, overflow="ellipsis")
+        if show_evidence:
+            table.add_column("evidence (sha256)", width=evidence_w, no_wrap=True, overflow="ellipsis")
+        for glyph, area, check, measured, threshold, ev in rows:
+            if not show_area:
+                check = Text.assemble((f"{area}/", "dim"), check)
+            cells = [glyph, *([area] if show_area else []), check, measured, threshold, *([ev] if show_evidence else [])]
+            table.add_row(*cells)
+        yield table
 
 
 def gates_in_order(gates: dict[str, dict]) -> list[tuple[str, dict]]:
@@ -98,7 +150,8 @@ def gates_in_order(gates: dict[str, dict]) -> list[tuple[str, dict]]:
 
 def all_gates(gates: dict[str, dict]):
     if not gates:
-        return Text("No gate has run yet. Press a to run the next gate.", style="dim")
+        return Text("No gate has run yet. P runs the pipeline (data, scorer, then the gates); a runs the next gate alone.",
+                    style="dim")
     return Group(*[gate_table(g, r) for g, r in gates_in_order(gates)])
 
 
@@ -112,7 +165,8 @@ def blockers(state: str, gates: dict[str, dict]) -> Text:
     out.append(f"next: {state} → {nxt['dest']} via gate {gate}\n", style="bold")
     report = gates.get(gate)
     if report is None:
-        out.append(f"gate {gate}: not run yet — press a to run it", style="yellow")
+        out.append(f"gate {gate}: not run yet — P runs the pipeline's stages up to it and past it, a runs the gate "
+                   "alone", style="yellow")
         return out
     failing = [(r.get("gate", "?"), c) for r in report.get("results", []) for c in r.get("checks", []) if blocks(r, c)]
     warned = warnings(report)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -126,17 +127,36 @@ def _list(v: list) -> RenderableType:
         cols: list[str] = []
         for x in v:
             cols += [c for c in x if c not in cols and _is_scalar(x[c])]
-        cols = cols[:10]
-        t = Table(pad_edge=False)
-        for c in cols:
-            t.add_column(str(c), overflow="ellipsis", no_wrap=True)
-        for x in v[:MAX_ROWS]:
-            t.add_row(*[fmt(x.get(c)) for c in cols])
-        if len(v) > MAX_ROWS:
-            return Group(t, Text(f"… {len(v) - MAX_ROWS} more rows", style="dim"))
-        return t
+        return RecordsTable(v, cols)
     lines = [f"• {fmt(x)}" for x in v[:MAX_ROWS]] + ([f"… {len(v) - MAX_ROWS} more"] if len(v) > MAX_ROWS else [])
     return Text("\n".join(lines))
+
+
+class RecordsTable:
+    """A list of records as a table with as many of its columns as fit the width it is drawn at (at least
+    COL_MIN cells each, so none collapses); the columns left out are named below it."""
+
+    COL_MIN = 10
+
+    def __init__(self, records: list[dict], cols: list[str]):
+        self.records, self.cols = records, cols
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(min(options.max_width, 20), options.max_width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        fit = max(1, (options.max_width + 3) // (self.COL_MIN + 3))
+        cols, left_out = self.cols[:fit], self.cols[fit:]
+        t = Table(pad_edge=False)
+        for c in cols:
+            t.add_column(str(c), overflow="fold", min_width=min(self.COL_MIN, max(len(str(c)), 4)))
+        for x in self.records[:MAX_ROWS]:
+            t.add_row(*[fmt(x.get(c)) for c in cols])
+        yield t
+        if len(self.records) > MAX_ROWS:
+            yield Text(f"… {len(self.records) - MAX_ROWS} more rows", style="dim")
+        if left_out:
+            yield Text(f"columns left out at this width: {', '.join(left_out)}", style="dim")
 
 
 def render_section(title: str, v: Any, depth: int = 0, hint: bool = False) -> list[RenderableType]:

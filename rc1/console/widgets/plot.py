@@ -14,6 +14,16 @@ ABBREV = {"correctness": "cor", "reasoning": "rea", "grounding": "grd", "clarity
           "conciseness": "cnc", "format": "fmt", "clarification": "clr"}
 
 
+def short_name(series: str) -> str:
+    """reward/clarity -> clarity; curriculum/gsm8k/L1/weight -> gsm8k L1."""
+    if series.startswith("reward/"):
+        return series.split("/", 1)[1]
+    parts = series.split("/")
+    if series.startswith("curriculum/") and len(parts) == 4:
+        return f"{parts[1]} {parts[2]}"
+    return series
+
+
 class PlotPanel(Static):
     """Shows one plot; its size is published to the App so the worker draws to fit."""
 
@@ -37,10 +47,11 @@ class PlotPanel(Static):
         for i, n in enumerate(names):
             if i:
                 caption.append(" ")
-            short = n.split("/", 1)[1] if n.startswith("reward/") else n
+            short = short_name(n)
             value = last.get(n)
             if len(names) > 2:  # many series: short names in their line's colour
-                caption.append(ABBREV.get(short, short[:3]), style=f"bold color({color_of(i)})")
+                caption.append(ABBREV.get(short, short[:3] + "".join(short.split(" ")[1:])),
+                               style=f"bold color({color_of(i)})")
             else:
                 caption.append("━", style=f"color({color_of(i)})")
                 caption.append(f"{short}={value:.4g}" if isinstance(value, (int, float)) else short)

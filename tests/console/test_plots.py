@@ -1,0 +1,46 @@
+"""The plots a user looks at instead of reading: the curriculum's level mix on the Training screen, the
+difficulty fit and the held-out gain per task on the Reports screen (fixtures: tests/helpers/console.py)."""
+
+from __future__ import annotations
+
+import pytest
+from tests.helpers.console import RecordingBackend, curriculum_fields, text_of, wait_for, write_plotted_reports
+
+from rc1.console.app import make_app
+from rc1.console.metrics_feed import MetricsStore
+from rc1.console.widgets.plot import short_name
+
+
+def test_curriculum_mix_plots_each_level_weight_and_not_its_pass_rate():
+    store = MetricsStore()
+    for step in range(1, 50):
+        store.add({"step": step, "loss": 1.0, **curriculum_fields(step)})
+    names = [name for name, _, _ in store.plot_series()["curriculum mix"]]
+    assert names == ["curriculum/gsm8k/L0/weight", "curriculum/gsm8k/L1/weight"]
+    assert [short_name(n) for n in names] == ["gsm8k L0", "gsm8k L1"]
+    xs, ys = store.series["curriculum/gsm8k/L1/weight"].points()
+    assert xs[-1] == 49 and ys[-1] > ys[0]  # the mix moves to L1 over the steps
+    assert MetricsStore().plot_series()["curriculum mix"] == []  # no curriculum: nothing plotted, no error
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_reports_screen_plots_the_difficulty_fit_and_the_heldout_gain(console_ws):
+    write_plotted_reports(console_ws)
+    app = make_app(backend=RecordingBackend(console_ws), poll_interval=0.05, watch_interval=0.1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.view is not None, what="first load")
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ReportsScreen", what="reports screen")
+        fit = app.screen.query_one("#rep-difficulty-fit .report-chart")
+        await wait_for(pilot, lambda: "target band" in text_of(fit), what="fit chart")
+        text = text_of(fit)
+        assert "0.2–0.6" in text and "✔ L0 1 op" in text and "0.28 9/32" in text
+        assert "hotpotqa  dropped  no level reaches 0.2" in text
+        gain = text_of(app.screen.query_one("#rep-eval .report-chart"))
+        assert "held-out gain, trained − base (pp), 95 % CI — seed 7" in gain
+        assert "+20.0 pp n=40" in gain and "-5.0 pp n=40" in gain
