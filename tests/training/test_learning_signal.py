@@ -71,3 +71,25 @@ def test_a_report_for_another_config_or_edited_is_refused(tmp_path, tiny_model_d
     assert not gate.evaluate(ctx).passed
     ws.path(REPORT).unlink()
     assert "rc1 learning-signal" in gate.evaluate(ctx).failing[0].detail
+
+
+def test_a_run_with_too_few_informative_groups_over_its_life_is_refused(tmp_path, tiny_model_dir):
+    """steps x prompts x the Wilson lower bound of the informative share: 2 informative groups of 32 measured,
+    over a 4-step run of 2 prompts, expect well under one informative group; a 400-step run expects enough."""
+    ws = Workspace(tmp_path)
+    conf = make_workspace(tmp_path, tiny_model_dir)
+    ctx, cfg = _ctx(ws, conf)
+    _write(ws, cfg, no_success_signal_group_frac=30 / 32)
+    check = next(c for c in gate.evaluate(ctx).checks if c.name == "expected informative groups over the run")
+    assert not check.passed and check.measured < 1 and "2/32 measured groups informative" in check.detail
+    conf = make_workspace(tmp_path, tiny_model_dir, max_steps=400)
+    ctx, cfg = _ctx(ws, conf)
+    _write(ws, cfg, no_success_signal_group_frac=30 / 32)
+    check = next(c for c in gate.evaluate(ctx).checks if c.name == "expected informative groups over the run")
+    assert check.passed and check.measured == round(800 * check_lower(2, 32), 1)
+
+
+def check_lower(k, n):
+    from rc1.training.fit import wilson
+
+    return wilson(k, n)[0]
