@@ -171,7 +171,8 @@ def register(app: typer.Typer) -> None:
                 path = ws.path(where)
                 sources[name] = load_source(name, str(path) if path.exists() else where)
         params = BuildParams(n=n, mix=mix_d, max_turns=max_turns, clarify_rate=clarify_rate, tools=tools,
-                             templates_dir=ws.path(templates_dir), seed=seed, sources=sources)
+                             templates_dir=ws.path(templates_dir), seed=seed, sources=sources,
+                             levels=dict(cfg.pool.levels) if cfg is not None and cfg.pool.levels else None)
         out = out or (cfg.pool.out if cfg is not None else POOL)
         info = build_pool_file(ws, params, out, version=version, tasks=tasks,
                                heldout=shadow or (cfg.data.shadow_path if cfg is not None else SHADOW_SET))

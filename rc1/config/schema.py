@@ -358,6 +358,28 @@ class PoolSection(Strict):
     shadow_n: int = Field(245, ge=1)
     shadow_seed: int = 20250820
     difficulty_target: dict[str, float] = Field(default_factory=lambda: {"easy": 0.25, "medium": 0.45, "hard": 0.30})
+    levels: dict[str, tuple[int, int]] = Field(
+        default_factory=dict, description="ladder level range [lowest, highest] per built-in task (rc1.data.ladder); "
+                                          "a task not named keeps today's easy / medium / hard generator")
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, v):
+        return check_level_ranges(v)
+
+
+def check_level_ranges(v: dict) -> dict:
+    """{task: (lowest, highest)} over the built-in tasks' ladder levels (LADDER_LEVELS), non-empty."""
+    for task, (lo, hi) in v.items():
+        if task not in LADDER_LEVELS:
+            raise ValueError(f"{task}: not a built-in task with a ladder; known: {sorted(LADDER_LEVELS)}")
+        known = list(range(LADDER_LEVELS[task]))
+        for x in (lo, hi):
+            if x not in known:
+                raise ValueError(f"{task}: unknown level {x}; levels: {known}")
+        if lo > hi:
+            raise ValueError(f"{task}: level range [{lo}, {hi}] is empty (lowest > highest)")
+    return v
 
 
 class DifficultyFitSection(Strict):
@@ -397,16 +419,7 @@ class DifficultyFitSection(Strict):
     @field_validator("levels")
     @classmethod
     def _levels(cls, v):
-        for task, (lo, hi) in v.items():
-            if task not in LADDER_LEVELS:
-                raise ValueError(f"{task}: not a built-in task with a ladder; known: {sorted(LADDER_LEVELS)}")
-            known = list(range(LADDER_LEVELS[task]))
-            for x in (lo, hi):
-                if x not in known:
-                    raise ValueError(f"{task}: unknown level {x}; levels: {known}")
-            if lo > hi:
-                raise ValueError(f"{task}: level range [{lo}, {hi}] is empty (lowest > highest)")
-        return v
+        return check_level_ranges(v)
 
 
 class ScheduleStep(Strict):

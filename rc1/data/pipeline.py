@@ -105,6 +105,7 @@ def build_pool_file(ws: Workspace, params: BuildParams, out: str | Path, *, vers
     ev = register_artifact(ws, out_p, "pool", version=version, n=params.n, seed=params.seed, mix=params.mix,
                            max_turns=params.max_turns, clarify_rate=params.clarify_rate, tools=params.tools,
                            templates_dir=str(params.templates_dir),
+                           **({"levels": {t: list(r) for t, r in params.levels.items()}} if params.levels else {}),
                            **({"custom_tasks": {t: d.provenance() for t, d in custom_used.items()}} if custom_used else {}))
     return {"path": ev.path, "sha256": ev.sha256, "n": params.n, "seconds": round(seconds, 3), "workers": workers,
             "version": version}

@@ -99,6 +99,7 @@ class BuildParams:
     id_prefix: str = "rc1"
     sources: dict[str, list[dict]] | None = None  # task -> normalised records (real data instead of generators)
     custom: dict[str, list[dict]] | None = None   # custom task -> its training items (rc1.data.generic)
+    levels: dict[str, tuple[int, int]] | None = None  # built-in task -> ladder level range, drawn uniformly
 
     def validate(self) -> None:
         if not isinstance(self.n, int) or self.n < 1:
@@ -135,8 +136,12 @@ def build_pool(params: BuildParams, pack: dict[str, list[Template]] | None = Non
             items.append(custom[task][i])
             continue
         rng = random.Random(f"{params.space}:{params.seed}:{i}")
-        items.append(make_item(task, rng, params, pack[task], f"{params.id_prefix}-{params.seed}-{i:06d}",
-                               level_mean[task]))
+        item_id = f"{params.id_prefix}-{params.seed}-{i:06d}"
+        if params.levels and task in params.levels:
+            lo, hi = params.levels[task]
+            items.append(make_level_item(task, rng.randint(lo, hi), rng, params, pack[task], item_id, level_mean[task]))
+        else:
+            items.append(make_item(task, rng, params, pack[task], item_id, level_mean[task]))
     return items
 
 

@@ -92,3 +92,31 @@ def test_hint_shows_a_prefix_of_the_solution_never_the_last_line(pack):
     assert L.with_hint(it, 1.0)["meta"]["hint_lines"] == len(sol) - 1
     assert L.with_hint(it, 0.0) is it
     assert L.with_hint(items(pack, "gsm8k", 1, 1)[0], 1.0)["meta"].get("hint_lines") is None  # 1 op: nothing to show
+
+
+def test_pool_builder_takes_a_level_range_per_task(tmp_path):
+    from rc1.data.pipeline import build_pool_file
+    from rc1.data.io import read_jsonl
+    from rc1.runtime.workspace import Workspace
+
+    ws = Workspace(tmp_path)
+    p = BuildParams(n=60, mix={"gsm8k": 0.5, "strategyqa": 0.5}, templates_dir=REPO / "templates/pack_v2",
+                    levels={"gsm8k": (0, 2)})
+    build_pool_file(ws, p, "data/pool.jsonl")
+    its = read_jsonl(ws.path("data/pool.jsonl"))
+    g = [it for it in its if it["task"] == "gsm8k"]
+    assert {it["meta"]["level_n"] for it in g} == {0, 1, 2} and all(it["single_turn"] for it in g)
+    assert all("level_n" not in it["meta"] for it in its if it["task"] == "strategyqa")  # today's generator
+    meta = [__import__("json").loads(x) for x in ws.path("reports/rc1/artifacts.jsonl").read_text().splitlines()]
+    assert meta[-1]["levels"] == {"gsm8k": [0, 2]}
+
+
+def test_a_bad_pool_level_range_is_a_config_error():
+    from pydantic import ValidationError
+
+    from rc1.config.schema import PoolSection
+
+    for bad, why in (({"gsm8k": (0, 8)}, "unknown level 8"), ({"hotpotqa": (2, 1)}, "is empty"),
+                     ({"arith": (0, 1)}, "not a built-in task")):
+        with pytest.raises(ValidationError, match=why):
+            PoolSection(levels=bad)
