@@ -127,6 +127,7 @@ def run(ws=None, quick: bool = False, base: str = "embedded:smollm2-135m-instruc
     for r in rows:
         r["tok_per_s"] = r["tokens"] / r["wall_s"]
         r["tok_per_cpu_s"] = r["tokens"] / max(r["cpu_s"], 1e-9)
+    for r in rows:
         r["bandwidth_limit_tok_s"] = r["batch"] * bandwidth * 1e9 / r["weight_bytes"]
         r["vs_bandwidth_limit"] = r["tok_per_s"] / r["bandwidth_limit_tok_s"]
         r["vs_llamacpp_single"] = r["tok_per_s"] / single["tok_per_s"] if single else None
