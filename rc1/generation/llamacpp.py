@@ -1,6 +1,6 @@
 """The llama.cpp backend: a GGUF served in-process by llama-cpp-python's low-level API, batched.
 
-One llama.cpp context holds every sequence of a batch (one `seq_id` per row, a unified KV cache): the
+One llama.cpp context holds every sequence of a batch (one `seq_id` and one KV stream per row): the
 prompts are prefilled in chunks of `n_batch` tokens (identical prompts, a GRPO group's copies, once, then
 copied with `llama_memory_seq_cp`), and every decode step is ONE `llama_decode` of one token per live row.
 llama.cpp only computes the logits; the next token is drawn in Python by rc1.envs.rollout.sample_tokens,
@@ -38,8 +38,8 @@ class LlamaCppSampler:
     """A GGUF in llama.cpp; `episodes` runs rc1's episode loop on its batched decoder.
 
     `max_rows`: sequences decoded together at most (the rollout batch is cut to it). The context is sized
-    for the largest batch asked for (prompt + new tokens of every row) and re-made only when a batch needs
-    more room than it has."""
+    for the batch asked for (its rows x its longest prompt + new tokens) and re-made only when a batch needs
+    more rows or a longer row than it has room for."""
 
     backend = "llamacpp"
 
@@ -64,27 +64,32 @@ class LlamaCppSampler:
         self.batch, self.batch_size = None, 0
 
     # ------------------------------------------------------------------ context and batch
-    def _ensure(self, tokens: int, rows: int) -> None:
-        """A context with room for `tokens` KV cells over `rows` sequences, and a batch of n_batch tokens."""
+    def _ensure(self, per_row: int, rows: int) -> None:
+        """A context with `rows` sequences of `per_row` KV cells each, and a batch of n_batch tokens.
+
+        One KV stream per sequence (kv_unified off): a token attends over its own sequence's cells only; in a
+        unified cache every token of a batch would scan every row's cells (the decode step's cost would grow
+        with the batch's total length)."""
         L = self.L
-        if self.ctx is not None and tokens <= self.n_ctx and rows <= self.n_seq:
+        if self.ctx is not None and per_row <= self.n_ctx // self.n_seq and rows <= self.n_seq:
             L.llama_memory_clear(L.llama_get_memory(self.ctx), True)
             return
         if self.ctx is not None:
             L.llama_free(self.ctx)
             self.ctx = None
-        n_ctx = max(256, 256 * -(-tokens // 256))
+        rows = max(rows, 1)
+        per_row = 256 * -(-max(per_row, 1) // 256)
         cparams = L.llama_context_default_params()
-        cparams.n_ctx, cparams.n_batch = n_ctx, self.n_batch
+        cparams.n_ctx, cparams.n_batch = per_row * rows, self.n_batch
         cparams.n_ubatch = min(512, self.n_batch)
-        cparams.n_seq_max = max(rows, 1)
-        cparams.kv_unified = True
+        cparams.n_seq_max = rows
+        cparams.kv_unified = False
         cparams.n_threads = cparams.n_threads_batch = self.threads
         cparams.no_perf = True
         self.ctx = L.llama_init_from_model(self.model, cparams)
         if not self.ctx:
-            raise RuntimeError(f"llama.cpp could not make a context of {n_ctx} tokens for {rows} sequences")
-        self.n_ctx, self.n_seq = n_ctx, max(rows, 1)
+            raise RuntimeError(f"llama.cpp could not make a context of {rows} sequences x {per_row} tokens")
+        self.n_ctx, self.n_seq = per_row * rows, rows
         if self.batch is None:
             self.batch = L.llama_batch_init(self.n_batch, 0, 1)
             self.batch_size = self.n_batch
@@ -123,7 +128,7 @@ class LlamaCppSampler:
 
         L = self.L
         n = len(prompts)
-        self._ensure(sum(len(p) + lim for p, lim in zip(prompts, limits)) + n, n)
+        self._ensure(max(len(p) + lim for p, lim in zip(prompts, limits)) + 1, n)
         mem = L.llama_get_memory(self.ctx)
         first_row: dict[tuple[int, ...], int] = {}
         for r, p in enumerate(prompts):
