@@ -1,8 +1,9 @@
 """The llama.cpp backend: a GGUF served in-process by llama-cpp-python's low-level API, batched.
 
-One llama.cpp context holds every sequence of a batch (one `seq_id` and one KV stream per row): the
-prompts are prefilled in chunks of `n_batch` tokens (identical prompts, a GRPO group's copies, once, then
-copied with `llama_memory_seq_cp`), and every decode step is ONE `llama_decode` of one token per live row.
+One llama.cpp context holds every sequence of a batch (one `seq_id` per row, a unified KV cache): the
+prompts are prefilled in chunks of `n_batch` tokens, the prefix they all share (the protocol system prompt)
+once and identical prompts (a GRPO group's copies) once, then shared with `llama_memory_seq_cp`; every
+decode step is ONE `llama_decode` of one token per live row.
 llama.cpp only computes the logits; the next token is drawn in Python by rc1.envs.rollout.sample_tokens,
 the function the torch decoder uses, from the same `torch.Generator`: temperature, top-p, greedy and the
 recorded per-token log-probs mean exactly what they mean on the torch path. The turn ends by the same
@@ -24,6 +25,7 @@ from rc1.generation.base import SamplingParams, tag_backend
 
 log = logging.getLogger("rc1.generation")
 
+MIN_SHARED_PREFIX = 16   # tokens: a shorter common prefix is not worth a separate prefill
 _QUIET = None  # the no-op log callback handed to llama.cpp (kept alive for the process)
 
 
@@ -32,6 +34,16 @@ def _quiet_llama(llama_cpp) -> None:
     if _QUIET is None:
         _QUIET = llama_cpp.llama_log_callback(lambda level, text, user: None)
         llama_cpp.llama_log_set(_QUIET, ctypes.c_void_p(0))
+
+
+def _common_prefix(prompts: list[tuple[int, ...]]) -> int:
+    """Tokens all `prompts` share at the start, leaving each at least its last token (its logits are needed)."""
+    n = min(len(p) for p in prompts) - 1
+    first = prompts[0]
+    for i in range(max(n, 0)):
+        if any(p[i] != first[i] for p in prompts[1:]):
+            return i
+    return max(n, 0)
 
 
 class LlamaCppSampler:
@@ -65,11 +77,10 @@ class LlamaCppSampler:
 
     # ------------------------------------------------------------------ context and batch
     def _ensure(self, per_row: int, rows: int) -> None:
-        """A context with `rows` sequences of `per_row` KV cells each, and a batch of n_batch tokens.
+        """A context with room for `rows` sequences of `per_row` tokens, and a batch of n_batch tokens.
 
-        One KV stream per sequence (kv_unified off): a token attends over its own sequence's cells only; in a
-        unified cache every token of a batch would scan every row's cells (the decode step's cost would grow
-        with the batch's total length)."""
+        One unified KV cache: the shared prompt prefix is stored once and tagged with every row's sequence
+        (llama_memory_seq_cp copies no data there)."""
         L = self.L
         if self.ctx is not None and per_row <= self.n_ctx // self.n_seq and rows <= self.n_seq:
             L.llama_memory_clear(L.llama_get_memory(self.ctx), True)
@@ -83,7 +94,7 @@ class LlamaCppSampler:
         cparams.n_ctx, cparams.n_batch = per_row * rows, self.n_batch
         cparams.n_ubatch = min(512, self.n_batch)
         cparams.n_seq_max = rows
-        cparams.kv_unified = False
+        cparams.kv_unified = True
         cparams.n_threads = cparams.n_threads_batch = self.threads
         cparams.no_perf = True
         self.ctx = L.llama_init_from_model(self.model, cparams)
@@ -133,9 +144,19 @@ class LlamaCppSampler:
         first_row: dict[tuple[int, ...], int] = {}
         for r, p in enumerate(prompts):
             first_row.setdefault(tuple(p), r)
+        # The prefix every prompt shares (the protocol system prompt) is prefilled once, in row 0's sequence,
+        # and shared with the other rows; each distinct prompt's rest once, in the sequence of its first row.
+        shared = _common_prefix(list(first_row)) if len(first_row) > 1 else 0
+        if shared >= MIN_SHARED_PREFIX:
+            self._decode([(t, i, 0, False) for i, t in enumerate(prompts[0][:shared])])
+            for r in first_row.values():
+                if r != 0:
+                    L.llama_memory_seq_cp(mem, 0, r, -1, -1)
+        else:
+            shared = 0
         entries = []
-        for p, r in first_row.items():  # each distinct prompt once, in the sequence of its first row
-            entries += [(t, i, r, i == len(p) - 1) for i, t in enumerate(p)]
+        for p, r in first_row.items():
+            entries += [(t, i, r, i == len(p) - 1) for i, t in enumerate(p) if i >= shared]
         prefill = self._decode(entries)
         logit_row = {r: k for k, r in enumerate(first_row.values())}
         for r, p in enumerate(prompts):
