@@ -192,3 +192,11 @@ def test_the_check_outcome_is_kept_beside_the_gguf():
     sample_episodes(cfg, base_ref(cfg), ITEMS[:1], greedy=True, max_turns=1, dtype=torch.float32)
     record = json.loads(check_record_path(served_gguf(base_ref(cfg), "f32")).read_text())
     assert record["result"]["ok"] and record["result"]["tokens_compared"] > 0
+
+
+def test_the_shared_prefix_leaves_every_prompt_its_last_token():
+    from rc1.generation.llamacpp import _common_prefix
+
+    assert _common_prefix([(1, 2, 3, 4), (1, 2, 3, 9), (1, 2, 7)]) == 2
+    assert _common_prefix([(1, 2, 3), (1, 2, 3, 4)]) == 2        # the shorter one keeps its last token
+    assert _common_prefix([(5, 2), (6, 2)]) == 0
