@@ -14,6 +14,9 @@
      run ended; copies a run's checkpoint into its `best/` when its DEV result beats every earlier best
      (never on the held-out result); writes `reports/ppo_eval_<ts>.json` (+ sidecar, artifact manifest).
 
+Episodes come from rc1.generation (generation.backend: llama.cpp on the same weights when it agrees with torch);
+the report's throughput names the backend that sampled each pass.
+
 Raises ConfigError for missing item files, a dev split that is or overlaps the held-out set, an unknown
 metric, or a checkpoint that does not verify or was trained from a different base model.
 """
@@ -232,13 +235,6 @@ def checkpoint_ref(cfg: "TrainConfig", ckpt: Path):
                     architecture=arch), loaded
 
 
-def open_eval_sampler(cfg: "TrainConfig", ref, device, dtype):
-    """(sampler, note, check) of `ref` on the configured generation backend (rc1.generation)."""
-    from rc1.generation import open_sampler
-
-    return open_sampler(cfg, ref, device=device, dtype=dtype)
-
-
 def run_items(sampler, items: list[dict], gen: dict, progress: Progress | None = None,
               episodes_out: list | None = None) -> tuple[list[EpisodeRecord], float]:
     """Greedy episodes for `items` in batches of gen['batch_size']; (records, seconds). With
@@ -269,9 +265,11 @@ def _run_sets(cfg: "TrainConfig", ref, sets: dict[str, ItemSet], gen: dict, devi
               label: str, episodes_out: dict | None = None) -> tuple[dict, dict]:
     """One generation pass of `ref` over every set's items together (bigger batches); records split back per
     set (and, with `episodes_out`, the episodes per set). The throughput names the backend that sampled."""
+    from rc1.generation import open_sampler
+
     all_items = [it for s in sets.values() for it in s.items]
     episodes: list | None = [] if episodes_out is not None else None
-    sampler, note, check = open_eval_sampler(cfg, ref, device, dtype)
+    sampler, note, check = open_sampler(cfg, ref, device=device, dtype=dtype)
     try:
         records, secs = run_items(sampler, all_items, gen,
                                   (lambda m: progress(f"{label}: {m}")) if progress else None, episodes)
