@@ -6,7 +6,7 @@ returns the result; `run_area` runs one and writes reports/bench/<area>.json.
   data     the data pipeline at production size (build, validate, difficulty)
   reward   judge cache lookups, calibration time, local judge throughput
   grpo     pure PyTorch engine vs TRL on identical GRPO steps (and, with a 4B-shaped base, s/step on a GPU)
-  rollout  rollout decoder throughput vs HF generate()
+  rollout  completion tok/s of each generation backend (torch, llama.cpp) vs llama.cpp single-stream and the bandwidth limit
   eval     eval episodes/s and generated tokens/s
   console  console ready time, render and key-press latency
   distributed  1 process with accumulation vs N processes: equal parameters, s/step

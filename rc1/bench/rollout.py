@@ -1,9 +1,18 @@
-"""`rc1 bench rollout`: rollout throughput [--base B] [--new-tokens N] [--quick].
+"""`rc1 bench rollout`: completion tokens/s of each generation backend, as ratios [--base B] [--new-tokens N]
+[--rollout-batch R] [--quick].
 
-Measures completion tokens/s of `decode_batch` (the rollout decoder) at batch 1 and 8, the same
-work through HF `generate()` for reference, and a GRPO-shaped rollout (8 prompts x 4
-completions) through `generate_episodes`. Wall time AND process CPU time are reported: on a
-shared machine wall time mostly measures the neighbours.
+The same prompts (episode prompts of `PROMPTS`) and the same length (exactly `new_tokens` per row: no
+end-of-turn, no action stop) through every backend of rc1.generation that runs here, at batch 1 and at the
+rollout batch (R rows: R/4 prompts x 4 copies, GRPO-shaped, the copies sharing their prompt):
+
+  torch            rc1's KV-cache decoder (rc1.envs.rollout.decode_batch), fp32
+  llamacpp f32/f16 rc1's batched llama.cpp decoder (rc1.generation.llamacpp) on the served GGUF
+  llama.cpp single llama-cpp-python's own `Llama.generate`, one stream, same GGUF (the reference point)
+
+Each row is set beside llama.cpp single-stream and beside the memory-bandwidth limit: decoding one token
+of a batch reads every weight once, so tok/s <= batch x bandwidth / weight bytes. The bandwidth is measured
+here (a large numpy copy, bytes read + written per second) and stated in the report; on a shared machine it
+and every wall time measure the neighbours too, so process CPU time is reported beside wall time.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import time
 PROMPTS = ["What is 17 times 23?", "Is the Eiffel Tower taller than the Statue of Liberty?", "Who wrote Hamlet?",
            "A shop sells 12 pens for 3 dollars. How much do 40 pens cost?", "Name the capital of Australia.",
            "How many legs do 7 spiders have?", "Is a tomato a fruit?", "What is the boiling point of water in F?"]
+COPIES = 4   # completions per prompt in the rollout batch (a GRPO group)
 
 
 def _timed(fn):
@@ -21,52 +31,123 @@ def _timed(fn):
     return out, time.perf_counter() - w, time.process_time() - c
 
 
+def memory_bandwidth_gbs(mb: int = 256, repeats: int = 3) -> float:
+    """Best of `repeats` copies of an `mb` MB array: (bytes read + bytes written) / s, in GB/s."""
+    import numpy as np
+
+    src = np.ones(mb * 2**20 // 8, dtype=np.float64)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t)
+    return 2 * src.nbytes / best / 1e9
+
+
+def _llama_single(gguf, prompt: list[int], new_tokens: int, threads: int) -> tuple[int, float, float]:
+    """llama-cpp-python used directly: one stream, `new_tokens` sampled tokens; (tokens, wall s, cpu s)."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(gguf), n_ctx=1024, n_threads=threads, n_threads_batch=threads, verbose=False)
+    try:
+        def go():
+            out = []
+            for t in llm.generate(prompt, temp=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, reset=True):
+                out.append(t)
+                if len(out) >= new_tokens:
+                    break
+            return out
+        toks, wall, cpu = _timed(go)
+    finally:
+        llm.close()
+    return len(toks), wall, cpu
+
+
 def run(ws=None, quick: bool = False, base: str = "embedded:smollm2-135m-instruct", new_tokens: int = 32,
-        threads: int | None = None) -> dict:
+        threads: int | None = None, rollout_batch: int = 32) -> dict:
     import torch
 
     from rc1.config.schema import TrainConfig
     from rc1.envs.env import ChatFormat, episode_messages
-    from rc1.envs.rollout import decode_batch, generate_episodes
-    from rc1.models.loader import load_model
+    from rc1.envs.rollout import StopRule, decode_batch, eos_ids
+    from rc1.generation import base_ref, installed
+    from rc1.generation.serve import served_gguf
 
+    if quick:
+        new_tokens, rollout_batch = min(new_tokens, 16), min(rollout_batch, 8)
     if threads:
         torch.set_num_threads(threads)
-    model, tok = load_model(TrainConfig(model={"base": base}), device=torch.device("cpu"), for_training=False)
-    fmt = ChatFormat(tok)
+    threads = torch.get_num_threads()
+    cfg = TrainConfig(model={"base": base})
+    ref = base_ref(cfg)
+    model, tok = ref.load(torch.device("cpu"), torch.float32)
+    fmt = ChatFormat(tok, eos_ids(model, tok))
+    fmt.eos_ids = frozenset({-1})   # never stop early: exactly new_tokens per row on every backend
+    rule = StopRule(fmt)
     prompts = [fmt.prompt_ids(episode_messages({"question": q})) for q in PROMPTS]
+    groups = max(1, rollout_batch // COPIES)
+    batches = {1: prompts[:1], rollout_batch: [p for p in (prompts * groups)[:groups] for _ in range(COPIES)]
+               [:rollout_batch]}
     rows = []
-    for batch in ((1, 8) if not quick else (8,)):
-        # Never stop early (no eos, no action stop): exactly `new_tokens` per row, like the HF reference.
-        fmt_noeos = ChatFormat(tok)
-        fmt_noeos.eos_ids = frozenset({-1})
+
+    def add(what: str, backend: str, batch: int, gen, wall: float, cpu: float, weight_bytes: int | None):
+        rows.append({"what": what, "backend": backend, "batch": batch, "tokens": sum(map(len, gen)),
+                     "wall_s": wall, "cpu_s": cpu, "weight_bytes": weight_bytes})
+
+    torch_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    for batch, ps in batches.items():
         with torch.inference_mode():
             (gen, _, _), wall, cpu = _timed(lambda: decode_batch(
-                model, fmt_noeos, prompts[:batch], max_new_tokens=[new_tokens] * batch, greedy=False,
-                temperature=1.0, top_p=1.0, generator=torch.Generator().manual_seed(0), stop_at_action=False))
-        n = sum(map(len, gen))
-        rows.append({"what": f"rc1 decode_batch b={batch}", "tokens": n, "wall_s": wall, "cpu_s": cpu})
-        width = max(map(len, prompts[:batch]))
-        ids = torch.full((batch, width), tok.pad_token_id)
-        attn = torch.zeros((batch, width), dtype=torch.long)
-        for i, p in enumerate(prompts[:batch]):
-            ids[i, width - len(p):], attn[i, width - len(p):] = torch.tensor(p), 1
-        with torch.inference_mode():
-            _, wall, cpu = _timed(lambda: model.generate(input_ids=ids, attention_mask=attn, do_sample=True,
-                                                         max_new_tokens=new_tokens, min_new_tokens=new_tokens))
-        rows.append({"what": f"HF generate b={batch}", "tokens": batch * new_tokens, "wall_s": wall, "cpu_s": cpu})
-    items = [{"id": str(i), "task": "gsm8k", "question": q, "tools": ["wiki", "calc"], "corpus": []}
-             for i, q in enumerate(PROMPTS)]
-    eps, wall, cpu = _timed(lambda: generate_episodes(model, tok, items, num_generations=4, max_turns=1,
-                                                      max_new_tokens=new_tokens, seed=0, batch_size=32))
-    rows.append({"what": "generate_episodes 8x4 (1 turn)", "tokens": sum(e.completion_tokens for e in eps),
-                 "wall_s": wall, "cpu_s": cpu})
+                model, fmt, ps, max_new_tokens=[new_tokens] * len(ps), greedy=False, temperature=1.0, top_p=1.0,
+                generator=torch.Generator().manual_seed(0), stop_at_action=False))
+        add(f"torch fp32 b={batch}", "torch", batch, gen, wall, cpu, torch_bytes)
+    single = None
+    if installed("llamacpp"):
+        from rc1.generation.llamacpp import LlamaCppSampler
+
+        for outtype in (("f32",) if quick else ("f32", "f16")):
+            gguf = served_gguf(ref, outtype)
+            size = gguf.stat().st_size
+            sampler = LlamaCppSampler(gguf, tok, [-1], threads=threads, max_rows=rollout_batch)
+            try:
+                for batch, ps in batches.items():
+                    (gen, _, _), wall, cpu = _timed(lambda: sampler.decode_batch(
+                        rule, ps, [new_tokens] * len(ps), [False] * len(ps), greedy=False, temperature=1.0,
+                        top_p=1.0, generator=torch.Generator().manual_seed(0)))
+                    add(f"llamacpp {outtype} b={batch}", "llamacpp", batch, gen, wall, cpu, size)
+            finally:
+                sampler.close()
+            if outtype == "f32":
+                n, wall, cpu = _llama_single(gguf, prompts[0], new_tokens, threads)
+                rows.append({"what": "llama.cpp single stream (llama-cpp-python) f32", "backend": "llama.cpp direct",
+                             "batch": 1, "tokens": n, "wall_s": wall, "cpu_s": cpu, "weight_bytes": size})
+                single = rows[-1]
+    bandwidth = memory_bandwidth_gbs(64 if quick else 256)
     for r in rows:
         r["tok_per_s"] = r["tokens"] / r["wall_s"]
         r["tok_per_cpu_s"] = r["tokens"] / max(r["cpu_s"], 1e-9)
-    print(f"{'what':34} {'tokens':>6} {'wall s':>7} {'tok/s':>7} {'cpu s':>7} {'tok/cpu-s':>9}")
     for r in rows:
-        print(f"{r['what']:34} {r['tokens']:6d} {r['wall_s']:7.2f} {r['tok_per_s']:7.1f} {r['cpu_s']:7.2f} "
-              f"{r['tok_per_cpu_s']:9.1f}")
-    return {"base": base, "new_tokens": new_tokens, "threads": torch.get_num_threads(), "rows": rows}
-
+        r["bandwidth_limit_tok_s"] = r["batch"] * bandwidth * 1e9 / r["weight_bytes"]
+        r["vs_bandwidth_limit"] = r["tok_per_s"] / r["bandwidth_limit_tok_s"]
+        r["vs_llamacpp_single"] = r["tok_per_s"] / single["tok_per_s"] if single else None
+    speedup = {}
+    for batch in batches:
+        t = next(r for r in rows if r["backend"] == "torch" and r["batch"] == batch)
+        for r in rows:
+            if r["backend"] == "llamacpp" and r["batch"] == batch:
+                speedup[r["what"]] = {"vs_torch_wall": r["tok_per_s"] / t["tok_per_s"],
+                                      "vs_torch_cpu": r["tok_per_cpu_s"] / t["tok_per_cpu_s"]}
+    print(f"memory bandwidth (measured, numpy copy): {bandwidth:.1f} GB/s; threads {threads}")
+    print(f"{'what':46} {'tokens':>6} {'wall s':>7} {'tok/s':>7} {'tok/cpu-s':>9} {'x single':>8} {'x BW lim':>8}")
+    for r in rows:
+        vs = f"{r['vs_llamacpp_single']:8.2f}" if r["vs_llamacpp_single"] is not None else f"{'-':>8}"
+        print(f"{r['what']:46} {r['tokens']:6d} {r['wall_s']:7.2f} {r['tok_per_s']:7.1f} {r['tok_per_cpu_s']:9.1f} "
+              f"{vs} {r['vs_bandwidth_limit']:8.3f}")
+    for what, s in speedup.items():
+        print(f"{what}: {s['vs_torch_wall']:.2f}x torch (wall), {s['vs_torch_cpu']:.2f}x (cpu time)")
+    return {"base": base, "new_tokens": new_tokens, "rollout_batch": rollout_batch, "threads": threads,
+            "bandwidth_gbs": bandwidth, "bandwidth_source": "measured here: numpy copy of a large array, "
+                                                           "(read + write bytes) / s, best of 3",
+            "rows": rows, "llamacpp_vs_torch": speedup,
+            "note": "wall times on a shared machine include the neighbours' load; cpu_s is this process's CPU time"}

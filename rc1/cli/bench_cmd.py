@@ -73,9 +73,11 @@ def rollout(
     base: Annotated[str, typer.Option(help="model.base")] = "embedded:smollm2-135m-instruct",
     new_tokens: Annotated[int, typer.Option(help="tokens generated per row")] = 32,
     threads: Threads = None,
+    rollout_batch: Annotated[int, typer.Option(help="rows of the rollout batch (prompts x 4 copies)")] = 32,
 ) -> None:
-    """Rollout decoder tokens/s vs HF generate(), and a GRPO-shaped multi-episode rollout."""
-    _run("rollout", quick=quick, base=base, new_tokens=new_tokens, threads=threads)
+    """Completion tokens/s of each generation backend at batch 1 and the rollout batch, as ratios to llama.cpp
+    single-stream and to the memory-bandwidth limit."""
+    _run("rollout", quick=quick, base=base, new_tokens=new_tokens, threads=threads, rollout_batch=rollout_batch)
 
 
 @bench_app.command("eval")

@@ -462,6 +462,34 @@ class EvalSection(Strict):
                             "only where it has AVX512-BF16/AMX (else fp32, logged)")
 
 
+class GenerationSection(Strict):
+    """How the fixed-weight stages sample (base answers, shadow run, learning signal, eval): rc1.generation."""
+
+    backend: Literal["auto", "torch", "llamacpp", "vllm"] = Field(
+        "auto", description="auto: vLLM on CUDA when installed, else llama.cpp (checked against torch first), else torch")
+    gguf_dtype: Literal["f32", "f16"] = Field(
+        "f32", description="weights of the GGUF llama.cpp serves (never a lossy quantization)")
+    max_rows: int = Field(64, ge=1, description="sequences llama.cpp decodes together at most")
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="GPU memory share vLLM may take")
+
+    @field_validator("backend")
+    @classmethod
+    def _installed(cls, v: str) -> str:
+        """A backend named explicitly must be usable here: its package installed, vLLM only on CUDA."""
+        import importlib.util
+
+        if v == "llamacpp" and importlib.util.find_spec("llama_cpp") is None:
+            raise ValueError("llamacpp needs llama-cpp-python, which is not installed (pip install llama-cpp-python)")
+        if v == "vllm":
+            if importlib.util.find_spec("vllm") is None:
+                raise ValueError("vllm is not installed (pip install 'rc1[vllm]', CUDA machines only); use auto")
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ValueError("vllm needs a CUDA GPU and this machine has none; use auto, torch or llamacpp")
+        return v
+
+
 class MonitorSection(Strict):
     """What the trainer watches (rc1.training.monitor): reward vs success, and the KL vs target_kl."""
 
@@ -529,6 +557,7 @@ class TrainConfig(Strict):
     scorer: ScorerSection = Field(default_factory=ScorerSection)
     pool: PoolSection = Field(default_factory=PoolSection)
     eval: EvalSection = Field(default_factory=EvalSection)
+    generation: GenerationSection = Field(default_factory=GenerationSection)
     monitor: MonitorSection = Field(default_factory=MonitorSection)
     distributed: DistributedSection = Field(default_factory=DistributedSection)
 

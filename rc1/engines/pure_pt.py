@@ -298,8 +298,11 @@ class PurePTEngine:
         head = lm.get_output_embeddings()
 
         def project(h, t):
-            with self.autocast():
-                logits = head(h).float()
+            # the head in fp32 on the selected rows (TRL's cast_lm_head_to_fp32): log-probs, KL and IS weights
+            # from bf16 logits would carry bf16 rounding (the master weights are fp32 already; h is cast)
+            with torch.autocast(device_type=h.device.type, enabled=False):
+                logits = torch.nn.functional.linear(h.float(), head.weight.float(),
+                                                    None if head.bias is None else head.bias.float())
             logits = sampling_logits(logits, temperature, top_p, keep=t)
             logz = torch.logsumexp(logits, dim=-1)
             lp = logits.gather(-1, t.unsqueeze(-1)).squeeze(-1) - logz
@@ -359,14 +362,16 @@ class PurePTEngine:
         return out.last_hidden_state[rows, cols - first[rows]]
 
     def rollout(self, items: list[dict], num_generations: int, *, seed: int, greedy: bool = False,
-                max_new_tokens: int | None = None) -> list:
-        """Episodes for `items` (each repeated num_generations times, consecutive) via rc1.envs."""
+                max_new_tokens: int | None = None, for_eval: bool = False) -> list:
+        """Episodes for `items` (each repeated num_generations times, consecutive) via rc1.envs. `for_eval`: in
+        the precision `rc1 eval` uses (fp32 weights, no autocast, where the eval dtype is fp32), so the dev eval
+        during training and the final eval measure the same model the same way."""
         import torch
 
         from rc1.envs.rollout import generate_episodes
 
         m = self.cfg.model
-        model, amp = self.generation_model()
+        model, amp = self.eval_model() if for_eval else self.generation_model()
         was_training = self.model.training
         self.model.eval()
         try:
@@ -395,6 +400,17 @@ class PurePTEngine:
 
         return bool(self.use_amp and self.device.type == "cpu" and self.amp_dtype == torch.bfloat16)
 
+    def eval_model(self):
+        """(model, whether to autocast) for greedy evals: the fp32 master weights without autocast where the
+        eval dtype (rc1.eval.harness.eval_dtype) is fp32, else the sampling model."""
+        import torch
+
+        from rc1.eval.harness import eval_dtype
+
+        if eval_dtype(self.cfg, self.device) == torch.float32:
+            return self.model, False
+        return self.generation_model()
+
     def generation_model(self):
         """(model to sample from, whether to autocast). On a CPU with bf16 autocast, a bf16 copy of the
         policy, refreshed from the fp32 weights before every rollout: autocast re-casts every weight
@@ -404,8 +420,10 @@ class PurePTEngine:
         if not self.sampler_differs:
             return self.model, True
         if self._gen_model is None:
-            self._gen_model = copy.deepcopy(self.model).to(torch.bfloat16).eval()
+            # weights only: buffers (rotary inv_freq) stay fp32, else the positions' angles drift from the trainer's
+            self._gen_model = copy.deepcopy(self.model).eval()
             for p in self._gen_model.parameters():
+                p.data = p.data.to(torch.bfloat16)
                 p.requires_grad_(False)
         with torch.no_grad():
             for dst, src in zip(self._gen_model.parameters(), self.model.parameters(), strict=True):
@@ -490,7 +508,7 @@ class PurePTEngine:
         """Greedy rollouts of `items`, scored by the reward model: success rate and mean reward."""
         if self.reward_model is None:
             raise RuntimeError("eval_step needs a reward model")
-        episodes = self.rollout(items, 1, seed=int(seed), greedy=True, max_new_tokens=max_new_tokens)
+        episodes = self.rollout(items, 1, seed=int(seed), greedy=True, max_new_tokens=max_new_tokens, for_eval=True)
         scores = score_all(self.reward_model, items, episodes)  # a live judge grades them concurrently
         n = max(1, len(scores))
         return {"eval/success": sum(s.success for s in scores) / n, "eval/reward": sum(s.total for s in scores) / n,

@@ -61,6 +61,7 @@ class Episode:
     prompt_len: int = 0
     logprobs: list[float] = field(default_factory=list)
     samples: list[TurnSample] = field(default_factory=list)
+    backend: str = ""   # the rc1.generation backend that sampled it ("torch", "llamacpp", "vllm"); "" when unknown
 
     def training_samples(self) -> list["TurnSample"]:
         """What training learns from: the split turns, else the whole episode as one sample."""

@@ -20,7 +20,7 @@ neither, torch's global RNG. Same items + same generator state + same model = sa
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Callable, Sequence
 
 from rc1.envs.env import ChatFormat, EpisodeState
 from rc1.envs.episode import Episode
@@ -29,8 +29,12 @@ from rc1.envs.sampling import sampling_logprobs
 
 log = logging.getLogger("rc1.envs")
 
+# (prompts, max_new_tokens per row, stop_at_action per row) -> (generated ids, their log-probs, hit_limit) per row
+BatchDecoder = Callable[[list[list[int]], list[int], list[bool]], tuple[list[list[int]], list[list[float]], list[bool]]]
 
-def _eos_ids(model, tokenizer) -> list[int]:
+
+def eos_ids(model, tokenizer) -> list[int]:
+    """The end-of-turn token ids: the model's generation config's and the tokenizer's."""
     ids = []
     gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     for v in (gen_eos, tokenizer.eos_token_id):
@@ -41,7 +45,7 @@ def _eos_ids(model, tokenizer) -> list[int]:
     return ids
 
 
-def _sample(logits, *, greedy: bool, temperature: float, top_p: float, generator):
+def sample_tokens(logits, *, greedy: bool, temperature: float, top_p: float, generator):
     """(next token per row, its log-probability under the sampling distribution: rc1.envs.sampling's
     temperature + top-p nucleus; plain softmax(logits) when greedy).
 
@@ -72,6 +76,33 @@ def _select_rows(cache, keep) -> None:
     else:  # pragma: no cover - older cache classes
         for layer in cache.layers:
             layer.batch_select_indices(keep)
+
+
+class StopRule:
+    """Where a model turn ends (every decoder applies it after each token): at an end-of-turn token, or, with
+    stop_at_action, at the newline that completes the first action line (a ReAct stop sequence)."""
+
+    def __init__(self, fmt: ChatFormat):
+        self.fmt = fmt
+        self._newline: dict[int, bool] = {}
+
+    def ends_turn(self, generated: list[int], stop_at_action: bool) -> bool:
+        tok = generated[-1]
+        if tok in self.fmt.eos_ids:
+            return True
+        if not stop_at_action:
+            return False
+        nl = self._newline.get(tok)
+        if nl is None:
+            nl = self._newline[tok] = "\n" in self.fmt.tok.decode([tok])
+        return nl and has_complete_action(self.fmt.decode(generated), starts_in_think=self.fmt.starts_in_think)
+
+
+def stops_here(rule: StopRule, generated: list[int], stop_at_action: bool, limit: int) -> tuple[bool, bool]:
+    """(the turn ends after its last token, it ended by reaching `limit` tokens)."""
+    if rule.ends_turn(generated, stop_at_action):
+        return True, False
+    return (True, True) if len(generated) >= limit else (False, False)
 
 
 def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, max_new_tokens: Sequence[int],
@@ -114,28 +145,19 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
     logprobs: list[list[float]] = [[] for _ in range(n)]
     hit_limit = [False] * n
     rows = list(range(n))  # original index of each live batch row
-    newline_cache: dict[int, bool] = {}
+    stop_rule = StopRule(fmt)
     step = 0
     while rows:
-        nxt, nxt_logp = _sample(logits.float(), greedy=greedy, temperature=temperature, top_p=top_p,
+        nxt, nxt_logp = sample_tokens(logits.float(), greedy=greedy, temperature=temperature, top_p=top_p,
                       generator=generator)
         step += 1
         keep = []
         for j, (r, tok, lp) in enumerate(zip(rows, nxt.tolist(), nxt_logp.tolist())):
             generated[r].append(tok)
             logprobs[r].append(lp)
-            if tok in fmt.eos_ids:
-                continue
-            if stops[r]:
-                nl = newline_cache.get(tok)
-                if nl is None:
-                    nl = newline_cache[tok] = "\n" in fmt.tok.decode([tok])
-                if nl and has_complete_action(fmt.decode(generated[r]), starts_in_think=fmt.starts_in_think):
-                    continue
-            if len(generated[r]) >= max_new_tokens[r]:
-                hit_limit[r] = True
-                continue
-            keep.append(j)
+            ended, hit_limit[r] = stops_here(stop_rule, generated[r], stops[r], max_new_tokens[r])
+            if not ended:
+                keep.append(j)
         if not keep:
             break
         if len(keep) < len(rows):
@@ -162,38 +184,60 @@ def generate_episodes(model, tokenizer, items: list[dict], *, num_generations: i
     """
     import torch
 
-    if num_generations < 1 or batch_size < 1 or max_new_tokens < 1:
-        raise ValueError("num_generations, batch_size and max_new_tokens must be >= 1")
-    if not greedy and temperature <= 0:
-        raise ValueError("temperature must be > 0 when sampling (use greedy=True for argmax)")
-    fmt = ChatFormat(tokenizer, _eos_ids(model, tokenizer))
+    check_sampling(num_generations=num_generations, batch_size=batch_size, max_new_tokens=max_new_tokens,
+                   greedy=greedy, temperature=temperature)
+    fmt = ChatFormat(tokenizer, eos_ids(model, tokenizer))
     if generator is None and seed is not None and not greedy:
         device = next(model.parameters()).device
         generator = torch.Generator(device=device)
         generator.manual_seed(int(seed))
-    states = [EpisodeState.start(item, fmt, max_turns=max_turns, max_length=max_length, multi_turn=multi_turn)
-              for item in items for _ in range(num_generations)]
+
+    def decode(prompts, limits, stops):
+        return decode_batch(model, fmt, prompts, max_new_tokens=limits, greedy=greedy, temperature=temperature,
+                            top_p=top_p, generator=generator, stop_at_action=stops)
+
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode():
-            while True:
-                active = [s for s in states if not s.done]
-                for s in active:
-                    if s.room_for(max_new_tokens) == 0:
-                        s.truncated, s.done = True, True
-                active = sorted((s for s in active if not s.done), key=lambda s: len(s.ids))
-                if not active:
-                    break
-                for start in range(0, len(active), batch_size):
-                    chunk = active[start:start + batch_size]
-                    gen, logp, hit = decode_batch(model, fmt, [s.ids for s in chunk],
-                                            max_new_tokens=[s.room_for(max_new_tokens) for s in chunk],
-                                            greedy=greedy, temperature=temperature, top_p=top_p,
-                                            generator=generator,
-                                            stop_at_action=[stop_at_action and not s.single_turn for s in chunk])
-                    for s, g, lp, h in zip(chunk, gen, logp, hit):
-                        s.add_model_turn(g, h, logprobs=lp)
+            return run_episodes(fmt, items, decode, num_generations=num_generations, max_turns=max_turns,
+                                max_new_tokens=max_new_tokens, batch_size=batch_size, max_length=max_length,
+                                stop_at_action=stop_at_action, multi_turn=multi_turn)
     finally:
         model.train(was_training)
+
+
+def check_sampling(*, num_generations: int, batch_size: int, max_new_tokens: int, greedy: bool,
+                   temperature: float) -> None:
+    """ValueError for settings no decoder can sample with."""
+    if num_generations < 1 or batch_size < 1 or max_new_tokens < 1:
+        raise ValueError("num_generations, batch_size and max_new_tokens must be >= 1")
+    if not greedy and temperature <= 0:
+        raise ValueError("temperature must be > 0 when sampling (use greedy=True for argmax)")
+
+
+def run_episodes(fmt: ChatFormat, items: list[dict], decode: BatchDecoder, *, num_generations: int = 1,
+                 max_turns: int | None = None, max_new_tokens: int = 64, batch_size: int = 8,
+                 max_length: int | None = None, stop_at_action: bool = True,
+                 multi_turn: str = "concat") -> list[Episode]:
+    """The episode loop shared by every decoder (rc1.generation's backends): each round, the still-active
+    episodes are sorted by length, cut into batches of `batch_size`, and `decode(prompts, max_new_tokens per
+    row, stop_at_action per row)` generates one model turn for each; the environment (EpisodeState) applies it.
+    So the episode records are the same in form whichever decoder produced the tokens."""
+    states = [EpisodeState.start(item, fmt, max_turns=max_turns, max_length=max_length, multi_turn=multi_turn)
+              for item in items for _ in range(num_generations)]
+    while True:
+        active = [s for s in states if not s.done]
+        for s in active:
+            if s.room_for(max_new_tokens) == 0:
+                s.truncated, s.done = True, True
+        active = sorted((s for s in active if not s.done), key=lambda s: len(s.ids))
+        if not active:
+            break
+        for start in range(0, len(active), batch_size):
+            chunk = active[start:start + batch_size]
+            gen, logp, hit = decode([s.ids for s in chunk], [s.room_for(max_new_tokens) for s in chunk],
+                                    [stop_at_action and not s.single_turn for s in chunk])
+            for s, g, lp, h in zip(chunk, gen, logp, hit):
+                s.add_model_turn(g, h, logprobs=lp)
     return [s.to_episode() for s in states]

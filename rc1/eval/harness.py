@@ -14,6 +14,9 @@
      run ended; copies a run's checkpoint into its `best/` when its DEV result beats every earlier best
      (never on the held-out result); writes `reports/ppo_eval_<ts>.json` (+ sidecar, artifact manifest).
 
+Episodes come from rc1.generation (generation.backend: llama.cpp on the same weights when it agrees with torch);
+the report's throughput names the backend that sampled each pass.
+
 Raises ConfigError for missing item files, a dev split that is or overlaps the held-out set, an unknown
 metric, or a checkpoint that does not verify or was trained from a different base model.
 """
@@ -72,7 +75,8 @@ def generation_settings(cfg: "TrainConfig", batch_size: int = DEFAULT_BATCH, dty
             # the training episodes' turn limit: an eval that allowed more turns than training would judge
             # episodes the policy was never trained to finish
             "seed": cfg.run.seed, "batch_size": batch_size, "max_turns": cfg.strategy.max_turns,
-            "dtype": str(dtype).replace("torch.", "") if dtype is not None else cfg.eval.dtype}
+            "dtype": str(dtype).replace("torch.", "") if dtype is not None else cfg.eval.dtype,
+            "backend": cfg.generation.backend}
 
 
 def _code_sha() -> str:
@@ -214,50 +218,75 @@ def load_checkpoint_model(cfg: "TrainConfig", ckpt: Path, device, dtype):
 
 
 # ----------------------------------------------------------------------------- episodes
-def run_items(model, tokenizer, items: list[dict], gen: dict, progress: Progress | None = None,
+def checkpoint_ref(cfg: "TrainConfig", ckpt: Path):
+    """(rc1.generation ModelRef of a checkpoint's weights (identity: its manifest), what loading it reported:
+    filled when a backend loads it)."""
+    from rc1.generation import ModelRef
+    from rc1.models.loader import resolve_base
+    from rc1.runtime.checkpoint import MANIFEST_FILE
+
+    loaded: dict = {}
+
+    def load(device, dtype):
+        model, tok = load_checkpoint_model(cfg, ckpt, device, dtype)
+        loaded.update(getattr(model, "rc1_loaded", {}))
+        return model, tok
+
+    config = resolve_base(cfg.model.base, cfg.model.revision) / "config.json"
+    arch = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    return ModelRef(name=f"checkpoint {ckpt.name}", identity=sha256_file(ckpt / MANIFEST_FILE), load=load,
+                    architecture=arch), loaded
+
+
+def run_items(sampler, items: list[dict], gen: dict, progress: Progress | None = None,
               episodes_out: list | None = None) -> tuple[list[EpisodeRecord], float]:
     """Greedy episodes for `items` in batches of gen['batch_size']; (records, seconds). With
     `episodes_out`, the episodes' reward-relevant fields are appended to it too (for the shadow run)."""
-    import torch
-
     from rc1.envs.episode import episode_dict
-    from rc1.envs.rollout import generate_episodes
+    from rc1.generation import SamplingParams
 
     records: list[EpisodeRecord] = []
     bs = max(1, int(gen["batch_size"]))
+    params = SamplingParams(greedy=True, max_new_tokens=gen["max_new_tokens"], max_turns=gen["max_turns"],
+                            seed=gen["seed"], batch_size=bs)
     t0 = time.perf_counter()
     for start in range(0, len(items), bs):
         chunk = items[start:start + bs]
-        with torch.no_grad():
-            eps = generate_episodes(model, tokenizer, chunk, num_generations=1, max_turns=gen["max_turns"],
-                                    max_new_tokens=gen["max_new_tokens"], greedy=True, seed=gen["seed"],
-                                    batch_size=bs)
+        eps = sampler.episodes(chunk, num_generations=1, params=params)
         if len(eps) != len(chunk):
-            raise RuntimeError(f"generate_episodes returned {len(eps)} episodes for {len(chunk)} items")
+            raise RuntimeError(f"{sampler.backend} returned {len(eps)} episodes for {len(chunk)} items")
         records += [EpisodeRecord.of(it, ep) for it, ep in zip(chunk, eps)]
         if episodes_out is not None:
-            episodes_out += [episode_dict(ep) for ep in eps]
+            episodes_out += [{**episode_dict(ep), "backend": ep.backend} for ep in eps]
         if progress:
             progress(f"{min(start + bs, len(items))}/{len(items)} episodes "
-                     f"({(time.perf_counter() - t0):.0f} s)")
+                     f"({(time.perf_counter() - t0):.0f} s, {sampler.backend})")
     return records, time.perf_counter() - t0
 
 
-def _run_sets(model, tok, sets: dict[str, ItemSet], gen: dict, progress: Progress | None, label: str,
-              episodes_out: dict | None = None) -> tuple[dict, dict]:
-    """One generation pass over every set's items together (bigger batches); records split back per set
-    (and, with `episodes_out`, the episodes per set)."""
+def _run_sets(cfg: "TrainConfig", ref, sets: dict[str, ItemSet], gen: dict, device, dtype, progress: Progress | None,
+              label: str, episodes_out: dict | None = None) -> tuple[dict, dict]:
+    """One generation pass of `ref` over every set's items together (bigger batches); records split back per
+    set (and, with `episodes_out`, the episodes per set). The throughput names the backend that sampled."""
+    from rc1.generation import open_sampler
+
     all_items = [it for s in sets.values() for it in s.items]
     episodes: list | None = [] if episodes_out is not None else None
-    records, secs = run_items(model, tok, all_items, gen, (lambda m: progress(f"{label}: {m}")) if progress else None,
-                              episodes)
+    sampler, note, check = open_sampler(cfg, ref, device=device, dtype=dtype)
+    try:
+        records, secs = run_items(sampler, all_items, gen,
+                                  (lambda m: progress(f"{label}: {m}")) if progress else None, episodes)
+    finally:
+        sampler.close()
     out, pos = {}, 0
     for name, s in sets.items():
         out[name] = records[pos:pos + len(s.items)]
         if episodes_out is not None:
             episodes_out[name] = episodes[pos:pos + len(s.items)]
         pos += len(s.items)
-    return out, {"episodes": len(records), "seconds": secs, "episodes_per_s": len(records) / secs if secs else None}
+    thr = {"episodes": len(records), "seconds": secs, "episodes_per_s": len(records) / secs if secs else None,
+           "backend": sampler.backend, "backend_note": note or None, "backend_check": check or None}
+    return out, thr
 
 
 def read_base_cache(ws: Workspace, cfg: "TrainConfig", item_set: ItemSet,
@@ -300,15 +329,16 @@ def base_records(ws: Workspace, cfg: "TrainConfig", sets: dict[str, ItemSet], ge
            "cached_sets": sorted(set(sets) - set(missing)), "cache": caches[HELDOUT] if HELDOUT in caches else None,
            "caches": caches}
     if missing:
-        model, tok = load_base(cfg, device, dtype)
+        from rc1.generation import base_ref
+
         episodes: dict[str, list] = {}
-        new, run_thr = _run_sets(model, tok, missing, gen, progress, "base", episodes)
-        del model
+        new, run_thr = _run_sets(cfg, base_ref(cfg), missing, gen, device, dtype, progress, "base", episodes)
         for name, item_set in missing.items():
             path, key, material, _ = read_base_cache(ws, cfg, item_set, gen)
             share = len(item_set.items) / max(1, run_thr["episodes"])
             atomic_write_json(path, {"key": key, "key_material": material, "set": name,
-                                     "throughput": {"episodes": len(item_set.items), "seconds": run_thr["seconds"] * share},
+                                     "throughput": {"episodes": len(item_set.items), "seconds": run_thr["seconds"] * share,
+                                                    "backend": run_thr["backend"]},
                                      "records": [r.to_dict() for r in new[name]], "episodes": episodes[name]})
             register_artifact(ws, path, "eval_base_cache", base=cfg.model.base, set=name)
             recs[name] = new[name]
@@ -460,12 +490,10 @@ def _evaluate_run(ws: Workspace, cfg: "TrainConfig", target: Target, sets: dict[
                   dtype, base: dict, majority: dict, report_rel: str, progress: Progress | None) -> tuple[dict, dict]:
     """(the run's report entry, its records per set)."""
     ckpt = target.checkpoint
-    model, tok = load_checkpoint_model(cfg, ckpt, device, dtype)
     label = f"checkpoint {ckpt.name}" + (f" (seed {target.run.index})" if target.run is not None and
                                          len(cfg.seed_list) > 1 else "")
-    trained, thr = _run_sets(model, tok, sets, gen, progress, label)
-    loaded = getattr(model, "rc1_loaded", {})
-    del model
+    ref, loaded = checkpoint_ref(cfg, ckpt)
+    trained, thr = _run_sets(cfg, ref, sets, gen, device, dtype, progress, label)
     results = {}
     for name in sets:
         st, d = summarize(trained[name]), compare(base[name], trained[name])

@@ -87,27 +87,14 @@ def select_items(items: list[dict], n: int, seed: int, stratify: bool) -> list[d
 
 def generate_responses(cfg: TrainConfig, items: list[dict], *, generations: int, seed: int,
                        max_turns: int | None = None, batch_size: int = 8) -> list[dict]:
-    """Run the base model (cfg.model.base) through the episode environment on `items`."""
-    from rc1.envs.rollout import generate_episodes
-    from rc1.models.loader import load_model
-    from rc1.runtime.device import dtype_for, get_device
+    """Run the base model (cfg.model.base) through the episode environment on `items`, on the configured
+    generation backend (rc1.generation); each episode dict names its `backend`."""
+    from rc1.generation import base_ref, sample_episodes
 
-    device = get_device(cfg.run.device_pref)
-    dtype = dtype_for(device, cfg.run.mixed_precision)
-    if cfg.run.threads and getattr(device, "type", str(device)) == "cpu":
-        import torch
-
-        torch.set_num_threads(cfg.run.threads)
-    model, tokenizer = load_model(cfg, device=device, dtype=dtype, for_training=False)
-    t0 = time.time()
-    episodes = generate_episodes(model, tokenizer, items, num_generations=generations, max_turns=max_turns,
-                                 max_new_tokens=cfg.model.max_new_tokens, temperature=cfg.model.temperature,
-                                 top_p=cfg.model.top_p, seed=seed, batch_size=batch_size,
-                                 max_length=cfg.data.max_length)
-    log.info("generated %d episodes in %.1fs", len(episodes), time.time() - t0)
-    if len(episodes) != len(items) * generations:
-        raise RuntimeError(f"generate_episodes returned {len(episodes)} episodes for {len(items)} items x {generations}")
-    return [episode_dict(ep) for ep in episodes]
+    gen = sample_episodes(cfg, base_ref(cfg), items, greedy=False, n_per_item=generations, seed=seed,
+                          max_turns=max_turns, max_length=cfg.data.max_length, batch_size=batch_size)
+    log.info("generated %d episodes in %.1fs (%s)", len(gen.episodes), gen.seconds, gen.backend)
+    return [{**episode_dict(ep), "backend": ep.backend} for ep in gen.episodes]
 
 
 def obtain_responses(ws: Workspace, cfg: TrainConfig, *, n: int, seed: int, stratify: bool, tag: str,
@@ -129,7 +116,8 @@ def obtain_responses(ws: Workspace, cfg: TrainConfig, *, n: int, seed: int, stra
     want = {"model_base": cfg.model.base, "shadow_set": source_rel, "shadow_set_sha256": source_sha, "seed": seed,
             "stratify": stratify, "n": len(items), "generations": generations,
             "max_new_tokens": cfg.model.max_new_tokens, "temperature": cfg.model.temperature,
-            "max_turns": max_turns, "item_ids": [it["id"] for it in items]}
+            "max_turns": max_turns, "item_ids": [it["id"] for it in items],
+            "generation_backend": cfg.generation.backend}
     rel = responses_path(tag, shadow=items_path is None)
     path, meta_path = ws.path(rel), ws.path(rel + ".meta.json")
     if not regenerate and path.exists() and meta_path.exists() and verify_artifact(ws, path):
@@ -145,7 +133,8 @@ def obtain_responses(ws: Workspace, cfg: TrainConfig, *, n: int, seed: int, stra
     rows = []
     for i, ep in enumerate(episodes):
         item = items[i // generations]
-        row = {"item_id": item["id"], "gen": i % generations, "item_sha256": sha256_json(item), "episode": ep}
+        row = {"item_id": item["id"], "gen": i % generations, "item_sha256": sha256_json(item), "episode": ep,
+               "backend": ep.get("backend")}
         row["sha256"] = sha256_json(row)
         rows.append(row)
     with atomic_output(path) as fh:
@@ -153,7 +142,7 @@ def obtain_responses(ws: Workspace, cfg: TrainConfig, *, n: int, seed: int, stra
             fh.write(canonical_json(row) + "\n")
     digest = register_artifact(ws, path, "shadow_responses", tag=tag, model=cfg.model.base, n=len(rows)).sha256
     meta = {**want, "sha256": digest, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "generation_seconds": round(gen_seconds, 2)}
+            "generation_seconds": round(gen_seconds, 2), "backends": sorted({str(ep.get("backend")) for ep in episodes})}
     atomic_write_json(meta_path, meta)
     register_artifact(ws, meta_path, "shadow_responses_meta", tag=tag)
     return items, rows, meta

@@ -135,7 +135,8 @@ def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 202
         meta = {"shadow_set": info["shadow_set"], "shadow_set_sha256": info["shadow_set_sha256"],
                 "sha256": info["cache_sha256"], "max_new_tokens": info["generation"]["max_new_tokens"],
                 "temperature": 0.0, "max_turns": info["generation"]["max_turns"], "generations": 1,
-                "generation_seconds": info["throughput"].get("seconds"), "created": None}
+                "generation_seconds": info["throughput"].get("seconds"), "created": None,
+                "backends": [info["throughput"].get("backend")]}
         responses_rel, seed, stratify = info["cache"], None, True
     elif source == "sample":
         items, rows, meta = obtain_responses(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag,
@@ -183,7 +184,7 @@ def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 202
                        "weights": new_model.weights, **penalty_settings(cfg)},
         "by_task": by_task, "score_seconds": score_s, "model_base": cfg.model.base,
         "generation": {k: meta.get(k) for k in ("max_new_tokens", "temperature", "max_turns", "generations",
-                                                 "generation_seconds", "created")},
+                                                 "generation_seconds", "created", "backends")},
         "inputs": {"shadow_set": meta["shadow_set"], "shadow_set_sha256": meta["shadow_set_sha256"],
                    "responses": responses_rel, "responses_sha256": meta["sha256"],
                    "weights": weights_path, "weights_sha256": sha256_file(ws.path(weights_path))},

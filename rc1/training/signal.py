@@ -12,8 +12,9 @@ Measured (rc1.strategies.common.rollout_stats, the same function the training me
 Written to reports/learning_signal.json with the identity of everything that decides those numbers
 (model, generation settings, group size, sampler settings, the training data and reward weights by
 sha256), so the round-2 learning-signal gate (rc1.gates.learning_signal) can refuse a report made
-for another config. The engine is the pure PyTorch one for both engines (a TRL run is single-turn:
-its episodes are capped at one turn here too).
+for another config. The base policy's weights are fixed here, so the episodes come from rc1.generation
+(generation.backend: llama.cpp when it agrees with torch) with the training rollout's settings and seeds
+(a TRL run is single-turn: its episodes are capped at one turn here too).
 """
 
 from __future__ import annotations
@@ -56,9 +57,7 @@ def signal_identity(ws, cfg) -> tuple[str, dict]:
 
 def measure(ws, cfg, *, prompts: int, progress=None) -> dict:
     """Roll out the base policy on `prompts` training prompts and write the report (see the module docstring)."""
-    import torch
-
-    from rc1.engines.pure_pt import PurePTEngine
+    from rc1.generation import SamplingParams, base_ref, open_sampler
     from rc1.rewards.reward import RewardModel
     from rc1.strategies.common import rollout_stats, score_rollout
     from rc1.training.base import rollout_seed
@@ -67,25 +66,31 @@ def measure(ws, cfg, *, prompts: int, progress=None) -> dict:
     cfg = cfg.model_copy(deep=True)
     if cfg.engine.name == "trl":
         cfg.strategy.max_turns = 1
-    if cfg.run.threads:
-        torch.set_num_threads(cfg.run.threads)
     ident, settings = signal_identity(ws, cfg)
     seed_items, other_items, _ = load_training_items(ws, cfg)
-    sampler = make_sampler(cfg, seed_items, other_items)
+    sampler_of_items = make_sampler(cfg, seed_items, other_items)
     reward = RewardModel.from_config(cfg, ws)
-    engine = PurePTEngine(ws, reward_model=reward)
-    engine.setup(cfg)
     G, P = cfg.strategy.num_generations, cfg.strategy.prompts_per_step
+    m = cfg.model
+    generator, note, check = open_sampler(cfg, base_ref(cfg))
     t0 = time.perf_counter()
     items, episodes = [], []
     step = 0
-    while len(items) < prompts * G:
-        batch = sampler.next_batch(step, min(P, prompts - len(items) // G))
-        episodes += engine.rollout(batch, G, seed=rollout_seed(cfg.run.seed, step))
-        items += [it for it in batch for _ in range(G)]
-        step += 1
-        if progress:
-            progress(f"learning signal: {len(items) // G}/{prompts} prompts")
+    try:
+        while len(items) < prompts * G:
+            batch = sampler_of_items.next_batch(step, min(P, prompts - len(items) // G))
+            # the training rollout's settings (rc1.engines.pure_pt rollout), with the step's training seed
+            params = SamplingParams(temperature=m.temperature, top_p=m.top_p, max_new_tokens=m.max_new_tokens,
+                                    max_turns=cfg.strategy.max_turns, max_length=cfg.data.max_length,
+                                    seed=rollout_seed(cfg.run.seed, step), batch_size=max(1, len(batch) * G),
+                                    multi_turn=cfg.strategy.multi_turn)
+            episodes += generator.episodes(batch, num_generations=G, params=params)
+            items += [it for it in batch for _ in range(G)]
+            step += 1
+            if progress:
+                progress(f"learning signal: {len(items) // G}/{prompts} prompts ({generator.backend})")
+    finally:
+        generator.close()
     seconds = time.perf_counter() - t0
     ro = score_rollout(items, episodes, reward, G)
     stats = rollout_stats(ro)
@@ -108,6 +113,7 @@ def measure(ws, cfg, *, prompts: int, progress=None) -> dict:
         "by_task": {k: part(v) for k, v in sorted(by_task.items())},
         "by_bucket": {k: part(v) for k, v in sorted(by_bucket.items())},
         "item_pass_rates": ro.group_success(), "seconds": round(seconds, 2),
+        "generation": {"backend": generator.backend, "note": note or None, "check": check or None},
         "episodes_per_s": round(len(items) / max(seconds, 1e-9), 3),
     }
     path = atomic_write_json(ws.path(REPORT), report)

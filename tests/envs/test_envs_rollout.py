@@ -57,13 +57,13 @@ def test_logprobs_recomputed_on_input_ids_match_generation(tiny_model, item):
 
 
 def test_top_p_keeps_only_the_nucleus(tiny_model, item):
-    from rc1.envs.rollout import _sample
+    from rc1.envs.rollout import sample_tokens
 
     logits = torch.tensor([[5.0, 4.0, -3.0, -4.0]])
     gen = torch.Generator().manual_seed(0)
-    picks = {int(_sample(logits, greedy=False, temperature=1.0, top_p=0.5, generator=gen)[0]) for _ in range(50)}
+    picks = {int(sample_tokens(logits, greedy=False, temperature=1.0, top_p=0.5, generator=gen)[0]) for _ in range(50)}
     assert picks == {0}
-    picks = {int(_sample(logits, greedy=False, temperature=1.0, top_p=0.99, generator=gen)[0]) for _ in range(200)}
+    picks = {int(sample_tokens(logits, greedy=False, temperature=1.0, top_p=0.99, generator=gen)[0]) for _ in range(200)}
     assert picks == {0, 1}
 
 

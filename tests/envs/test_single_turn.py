@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from rc1.envs.env import ChatFormat, EpisodeState, episode_messages
-from rc1.envs.rollout import _sample, generate_episodes
+from rc1.envs.rollout import sample_tokens, generate_episodes
 from tests.envs.test_envs_rollout import ScriptedLM
 
 
@@ -63,15 +63,15 @@ def test_sampler_draws_in_proportion_and_never_a_zero_probability_token():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.2, 0.0], [0.0, 0.0, 1.0, 0.0]]))
     gen = torch.Generator().manual_seed(3)
     rows = logits.repeat(2000, 1)  # 2000 draws of each row in one call
-    nxt, logp = _sample(rows, greedy=False, temperature=1.0, top_p=1.0, generator=gen)
+    nxt, logp = sample_tokens(rows, greedy=False, temperature=1.0, top_p=1.0, generator=gen)
     assert torch.allclose(logp, torch.log_softmax(rows, -1).gather(-1, nxt[:, None]).squeeze(-1))
     first, second = nxt[0::2], nxt[1::2]
     freq = torch.bincount(first, minlength=4) / 2000
     assert torch.allclose(freq, torch.tensor([0.5, 0.3, 0.2, 0.0]), atol=0.04), freq  # sd <= 0.012
     assert freq[3] == 0 and second.eq(2).all()
     # the same generator state gives the same draws (exact resume depends on it)
-    a = _sample(logits, greedy=False, temperature=0.7, top_p=1.0, generator=torch.Generator().manual_seed(9))
-    b = _sample(logits, greedy=False, temperature=0.7, top_p=1.0, generator=torch.Generator().manual_seed(9))
+    a = sample_tokens(logits, greedy=False, temperature=0.7, top_p=1.0, generator=torch.Generator().manual_seed(9))
+    b = sample_tokens(logits, greedy=False, temperature=0.7, top_p=1.0, generator=torch.Generator().manual_seed(9))
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 

@@ -1,0 +1,231 @@
+"""The llama.cpp backend: a GGUF served in-process by llama-cpp-python's low-level API, batched.
+
+One llama.cpp context holds every sequence of a batch (one `seq_id` per row, a unified KV cache): the
+prompts are prefilled in chunks of `n_batch` tokens, the prefix they all share (the protocol system prompt)
+once and identical prompts (a GRPO group's copies) once, then shared with `llama_memory_seq_cp`; every
+decode step is ONE `llama_decode` of one token per live row.
+llama.cpp only computes the logits; the next token is drawn in Python by rc1.envs.rollout.sample_tokens,
+the function the torch decoder uses, from the same `torch.Generator`: temperature, top-p, greedy and the
+recorded per-token log-probs mean exactly what they mean on the torch path. The turn ends by the same
+rule too (rc1.envs.rollout.StopRule), and the episodes come from the same loop (run_episodes).
+
+The GGUF must hold the same weights as the torch model (rc1.generation.serve exports them, f32 or f16,
+never a lossy quantization) and be checked against torch before a stage trusts it (rc1.generation.verify).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+from rc1.generation.base import SamplingParams, tag_backend
+
+log = logging.getLogger("rc1.generation")
+
+MIN_SHARED_PREFIX = 16   # tokens: a shorter common prefix is not worth a separate prefill
+_QUIET = None  # the no-op log callback handed to llama.cpp (kept alive for the process)
+
+
+def _quiet_llama(llama_cpp) -> None:
+    global _QUIET
+    if _QUIET is None:
+        _QUIET = llama_cpp.llama_log_callback(lambda level, text, user: None)
+        llama_cpp.llama_log_set(_QUIET, ctypes.c_void_p(0))
+
+
+def _common_prefix(prompts: list[tuple[int, ...]]) -> int:
+    """Tokens all `prompts` share at the start, leaving each at least its last token (its logits are needed)."""
+    n = min(len(p) for p in prompts) - 1
+    first = prompts[0]
+    for i in range(max(n, 0)):
+        if any(p[i] != first[i] for p in prompts[1:]):
+            return i
+    return max(n, 0)
+
+
+class LlamaCppSampler:
+    """A GGUF in llama.cpp; `episodes` runs rc1's episode loop on its batched decoder.
+
+    `max_rows`: sequences decoded together at most (the rollout batch is cut to it). The context is sized
+    for the batch asked for (its rows x its longest prompt + new tokens) and re-made only when a batch needs
+    more rows or a longer row than it has room for."""
+
+    backend = "llamacpp"
+
+    def __init__(self, gguf: str | os.PathLike, tokenizer, eos_ids: Sequence[int], *, threads: int | None = None,
+                 max_rows: int = 64, n_batch: int = 2048, gpu_layers: int = 0):
+        import llama_cpp
+
+        self.L = llama_cpp
+        _quiet_llama(llama_cpp)
+        llama_cpp.llama_backend_init()
+        self.gguf, self.tokenizer, self.eos_ids = Path(gguf), tokenizer, list(eos_ids)
+        self.threads = threads or max(1, os.cpu_count() or 1)
+        self.max_rows, self.n_batch = max(1, int(max_rows)), int(n_batch)
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = int(gpu_layers)
+        self.model = llama_cpp.llama_model_load_from_file(str(self.gguf).encode("utf-8"), mparams)
+        if not self.model:
+            raise RuntimeError(f"llama.cpp could not load {self.gguf}")
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        self.ctx, self.n_ctx, self.n_seq = None, 0, 0
+        self.batch, self.batch_size = None, 0
+
+    # ------------------------------------------------------------------ context and batch
+    def _ensure(self, per_row: int, rows: int) -> None:
+        """A context with room for `rows` sequences of `per_row` tokens, and a batch of n_batch tokens.
+
+        One unified KV cache: the shared prompt prefix is stored once and tagged with every row's sequence
+        (llama_memory_seq_cp copies no data there)."""
+        L = self.L
+        if self.ctx is not None and per_row <= self.n_ctx // self.n_seq and rows <= self.n_seq:
+            L.llama_memory_clear(L.llama_get_memory(self.ctx), True)
+            return
+        if self.ctx is not None:
+            L.llama_free(self.ctx)
+            self.ctx = None
+        rows = max(rows, 1)
+        per_row = 256 * -(-max(per_row, 1) // 256)
+        cparams = L.llama_context_default_params()
+        cparams.n_ctx, cparams.n_batch = per_row * rows, self.n_batch
+        cparams.n_ubatch = min(512, self.n_batch)
+        cparams.n_seq_max = rows
+        cparams.kv_unified = True
+        cparams.n_threads = cparams.n_threads_batch = self.threads
+        cparams.no_perf = True
+        self.ctx = L.llama_init_from_model(self.model, cparams)
+        if not self.ctx:
+            raise RuntimeError(f"llama.cpp could not make a context of {rows} sequences x {per_row} tokens")
+        self.n_ctx, self.n_seq = per_row * rows, rows
+        if self.batch is None:
+            self.batch = L.llama_batch_init(self.n_batch, 0, 1)
+            self.batch_size = self.n_batch
+
+    def _decode(self, entries: list[tuple[int, int, int, bool]]):
+        """Run (token, position, seq_id, wants_logits) entries; the logits of those that want them, in order,
+        as a float32 [n, vocab] numpy array."""
+        import numpy as np
+
+        L, b = self.L, self.batch
+        outputs: list[np.ndarray] = []
+        for start in range(0, len(entries), self.batch_size):
+            chunk = entries[start:start + self.batch_size]
+            for i, (tok, pos, seq, want) in enumerate(chunk):
+                b.token[i], b.pos[i], b.n_seq_id[i] = tok, pos, 1
+                b.seq_id[i][0] = seq
+                b.logits[i] = 1 if want else 0
+            b.n_tokens = len(chunk)
+            rc = L.llama_decode(self.ctx, b)
+            if rc != 0:
+                raise RuntimeError(f"llama_decode failed with code {rc} ({len(chunk)} tokens, context {self.n_ctx})")
+            n_out = sum(1 for e in chunk if e[3])
+            if n_out:
+                ptr = L.llama_get_logits(self.ctx)
+                outputs.append(np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab)).copy())
+        return np.concatenate(outputs) if outputs else np.zeros((0, self.n_vocab), dtype=np.float32)
+
+    # ------------------------------------------------------------------ one model turn for a batch
+    def decode_batch(self, stop_rule, prompts: Sequence[Sequence[int]], limits: Sequence[int],
+                     stops: Sequence[bool], *, greedy: bool, temperature: float, top_p: float, generator,
+                     ) -> tuple[list[list[int]], list[list[float]], list[bool]]:
+        """Generate one turn per prompt: (ids, their log-probs, hit_limit) per row (rc1.envs.rollout.BatchDecoder)."""
+        import torch
+
+        from rc1.envs.rollout import sample_tokens, stops_here
+
+        L = self.L
+        n = len(prompts)
+        self._ensure(max(len(p) + lim for p, lim in zip(prompts, limits)) + 1, n)
+        mem = L.llama_get_memory(self.ctx)
+        first_row: dict[tuple[int, ...], int] = {}
+        for r, p in enumerate(prompts):
+            first_row.setdefault(tuple(p), r)
+        # The prefix every prompt shares (the protocol system prompt) is prefilled once, in row 0's sequence,
+        # and shared with the other rows; each distinct prompt's rest once, in the sequence of its first row.
+        shared = _common_prefix(list(first_row)) if len(first_row) > 1 else 0
+        if shared >= MIN_SHARED_PREFIX:
+            self._decode([(t, i, 0, False) for i, t in enumerate(prompts[0][:shared])])
+            for r in first_row.values():
+                if r != 0:
+                    L.llama_memory_seq_cp(mem, 0, r, -1, -1)
+        else:
+            shared = 0
+        entries = []
+        for p, r in first_row.items():
+            entries += [(t, i, r, i == len(p) - 1) for i, t in enumerate(p) if i >= shared]
+        prefill = self._decode(entries)
+        logit_row = {r: k for k, r in enumerate(first_row.values())}
+        for r, p in enumerate(prompts):
+            src = first_row[tuple(p)]
+            if src != r:
+                L.llama_memory_seq_cp(mem, src, r, -1, -1)
+        logits = torch.from_numpy(prefill[[logit_row[first_row[tuple(p)]] for p in prompts]])
+        generated: list[list[int]] = [[] for _ in range(n)]
+        logprobs: list[list[float]] = [[] for _ in range(n)]
+        hit_limit = [False] * n
+        rows = list(range(n))
+        while rows:
+            nxt, nxt_logp = sample_tokens(logits, greedy=greedy, temperature=temperature, top_p=top_p,
+                                          generator=generator)
+            live, step = [], []
+            for r, tok, lp in zip(rows, nxt.tolist(), nxt_logp.tolist()):
+                generated[r].append(tok)
+                logprobs[r].append(lp)
+                ended, hit_limit[r] = stops_here(stop_rule, generated[r], stops[r], limits[r])
+                if ended:
+                    L.llama_memory_seq_rm(mem, r, -1, -1)
+                else:
+                    live.append(r)
+                    step.append((tok, len(prompts[r]) + len(generated[r]) - 1, r, True))
+            rows = live
+            if rows:
+                logits = torch.from_numpy(self._decode(step))
+        L.llama_memory_clear(mem, True)
+        return generated, logprobs, hit_limit
+
+    # ------------------------------------------------------------------ Sampler
+    def episodes(self, items: Sequence[dict], *, num_generations: int, params: SamplingParams) -> list:
+        import torch
+
+        from rc1.envs.env import ChatFormat
+        from rc1.envs.rollout import StopRule, check_sampling, run_episodes
+
+        check_sampling(num_generations=num_generations, batch_size=params.batch_size,
+                       max_new_tokens=params.max_new_tokens, greedy=params.greedy, temperature=params.temperature)
+        fmt = ChatFormat(self.tokenizer, self.eos_ids)
+        rule = StopRule(fmt)
+        generator = None
+        if params.seed is not None and not params.greedy:
+            generator = torch.Generator().manual_seed(int(params.seed))
+
+        def decode(prompts, limits, stops):
+            return self.decode_batch(rule, prompts, limits, stops, greedy=params.greedy,
+                                     temperature=params.temperature, top_p=params.top_p, generator=generator)
+
+        eps = run_episodes(fmt, list(items), decode, num_generations=num_generations, max_turns=params.max_turns,
+                           max_new_tokens=params.max_new_tokens, batch_size=min(params.batch_size, self.max_rows),
+                           max_length=params.max_length, stop_at_action=params.stop_at_action,
+                           multi_turn=params.multi_turn)
+        return tag_backend(eps, self.backend)
+
+    def close(self) -> None:
+        L = self.L
+        if self.batch is not None:
+            L.llama_batch_free(self.batch)
+            self.batch = None
+        if self.ctx is not None:
+            L.llama_free(self.ctx)
+            self.ctx = None
+        if self.model is not None:
+            L.llama_model_free(self.model)
+            self.model = None
+
+    def __del__(self):  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass
