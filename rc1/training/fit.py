@@ -77,7 +77,7 @@ def fit_identity(ws, cfg) -> tuple[str, dict]:
         "model": cfg.model.base, "revision": cfg.model.revision, "max_new_tokens": cfg.model.max_new_tokens,
         "temperature": cfg.model.temperature, "top_p": cfg.model.top_p, "max_length": cfg.data.max_length,
         "max_turns": 1 if cfg.engine.name == "trl" else cfg.strategy.max_turns, "engine": cfg.engine.name,
-        "multi_turn": cfg.strategy.multi_turn, "mix": dict(cfg.datasets.mix),
+        "multi_turn": cfg.strategy.multi_turn, "mix": dict(cfg.datasets.mix), "backend": cfg.generation.backend,
         "fit": cfg.difficulty_fit.model_dump(mode="json"), "ladder": LADDER_VERSION,
         "pool": {"templates_dir": cfg.pool.templates_dir, "tools": list(cfg.pool.tools), "max_turns": cfg.pool.max_turns,
                  "templates_sha256": {p.name: sha256_file(p) for p in sorted(tdir.glob("*.json"))} if tdir.is_dir() else None},
@@ -142,12 +142,8 @@ def measure(ws, cfg, *, progress=None) -> dict:
     """Run the fit and write its item files and report (see the module docstring)."""
     import torch
 
-    from rc1.data.io import dumps_item
-    from rc1.data.ladder import level as level_of
-    from rc1.engines.pure_pt import PurePTEngine
+    from rc1.generation import base_ref, open_sampler
     from rc1.rewards.reward import RewardModel
-    from rc1.runtime.atomic import atomic_output
-    from rc1.strategies.common import score_rollout
 
     fc = cfg.difficulty_fit
     tasks = fit_tasks(cfg)
@@ -162,8 +158,36 @@ def measure(ws, cfg, *, progress=None) -> dict:
     ident, settings = fit_identity(ws, cfg)
     maker = _Items(ws, cfg)
     reward = RewardModel.from_config(cfg, ws)
-    engine = PurePTEngine(ws, reward_model=reward)
-    engine.setup(cfg)
+    generator, note, _ = open_sampler(cfg, base_ref(cfg))
+    if note:
+        log.warning("difficulty fit: %s", note)
+    try:
+        table, episodes_n, tokens, fit_seconds = _walk(cfg, tasks, maker, reward, generator, progress)
+    finally:
+        generator.close()
+    backend = generator.backend
+    kept = [t for t in tasks if table[t]["chosen"]]
+    files = _write_items(ws, cfg, maker, table, kept, ident) if kept else {}
+    report = {
+        "version": REPORT_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "identity": ident, "settings": settings, "band": list(fc.band), "confidence": CONFIDENCE,
+        "tasks": table, "kept": kept, "dropped": {t: table[t]["reason"] for t in tasks if table[t]["dropped"]},
+        "files": files, "episodes": episodes_n, "completion_tokens": tokens, "seconds": round(fit_seconds, 2),
+        "backend": backend, "backend_note": note or None, "summary": summary_line(table, kept),
+    }
+    path = atomic_write_json(ws.path(REPORT), report)
+    register_artifact(ws, path, "difficulty_fit", identity=ident)
+    log.info("difficulty fit: %s (%d episodes with %s, %.0f s)", report["summary"], episodes_n, backend, fit_seconds)
+    return report
+
+
+def _walk(cfg, tasks, maker, reward, generator, progress):
+    """Sample every task's ladder upwards (see the module docstring): (table, episodes, tokens, seconds)."""
+    from rc1.data.ladder import level as level_of
+    from rc1.generation import SamplingParams
+    from rc1.strategies.common import score_rollout
+
+    fc, m = cfg.difficulty_fit, cfg.model
     t0 = time.perf_counter()
     episodes_n = tokens = 0
     table: dict[str, dict] = {}
@@ -173,7 +197,12 @@ def measure(ws, cfg, *, progress=None) -> dict:
             lv = level_of(task, n)
             items = maker.make("fit", task, n, fc.items_per_level)
             t1 = time.perf_counter()
-            eps = engine.rollout(items, fc.samples, seed=fc.seed + 1000 * ti + n)
+            # the training rollout's settings (rc1.engines.pure_pt rollout)
+            params = SamplingParams(temperature=m.temperature, top_p=m.top_p, max_new_tokens=m.max_new_tokens,
+                                    max_turns=cfg.strategy.max_turns, max_length=cfg.data.max_length,
+                                    seed=fc.seed + 1000 * ti + n, batch_size=max(1, len(items) * fc.samples),
+                                    multi_turn=cfg.strategy.multi_turn)
+            eps = generator.episodes(items, num_generations=fc.samples, params=params)
             reps = [it for it in items for _ in range(fc.samples)]
             ro = score_rollout(reps, eps, reward, fc.samples)
             k, total = sum(ro.successes), len(ro.successes)
@@ -208,47 +237,42 @@ def measure(ws, cfg, *, progress=None) -> dict:
                        "reason": dropped}
         if dropped:
             log.warning("difficulty fit: %s dropped from training: %s", task, dropped)
-    fit_seconds = time.perf_counter() - t0
-    kept = [t for t in tasks if table[t]["chosen"]]
+    return table, episodes_n, tokens, time.perf_counter() - t0
 
-    files = {}
-    if kept:
-        held, dev, train = [], [], []
-        for task in kept:
-            ch = table[task]["chosen"]
-            for j, n in enumerate(ch):
-                share = lambda total: total // len(ch) + (1 if j < total % len(ch) else 0)  # noqa: E731
-                held += maker.make("fitheld", task, n, share(fc.heldout_per_task))
-                dev += maker.make("fitdev", task, n, share(fc.dev_per_task))
-            for n in ch + ([table[task]["next_level"]] if table[task]["next_level"] is not None else []):
-                role = "chosen" if n in ch else "next"
-                for it in maker.make("fittrain", task, n, fc.train_per_level):
-                    it["meta"]["fit_role"] = role
-                    train.append(it)
-        seen = {prompt_key(it) for it in held + dev}
-        before = len(train)
-        train = [it for it in train if prompt_key(it) not in seen]
-        dev_keys = {prompt_key(it) for it in held}
-        dev = [it for it in dev if prompt_key(it) not in dev_keys]
-        for rel, rows in ((FIT_TRAIN, train), (FIT_DEV, dev), (FIT_HELDOUT, held)):
-            path = ws.path(rel)
-            with atomic_output(path) as fh:
-                for it in rows:
-                    fh.write(dumps_item(it) + "\n")
-            register_artifact(ws, path, "difficulty_fit_items", identity=ident, n=len(rows))
-            files[rel] = {"n": len(rows), "sha256": sha256_file(path)}
-        files["dropped_as_duplicates"] = before - len(train)
-    report = {
-        "version": REPORT_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "identity": ident, "settings": settings, "band": list(fc.band), "confidence": CONFIDENCE,
-        "tasks": table, "kept": kept, "dropped": {t: table[t]["reason"] for t in tasks if table[t]["dropped"]},
-        "files": files, "episodes": episodes_n, "completion_tokens": tokens, "seconds": round(fit_seconds, 2),
-        "summary": summary_line(table, kept),
-    }
-    path = atomic_write_json(ws.path(REPORT), report)
-    register_artifact(ws, path, "difficulty_fit", identity=ident)
-    log.info("difficulty fit: %s (%d episodes, %.0f s)", report["summary"], episodes_n, fit_seconds)
-    return report
+
+def _write_items(ws, cfg, maker, table: dict, kept: list[str], ident: str) -> dict:
+    """The training / dev / held-out files of the kept tasks' chosen levels (see the module docstring)."""
+    from rc1.data.io import dumps_item
+    from rc1.runtime.atomic import atomic_output
+
+    fc = cfg.difficulty_fit
+    held, dev, train = [], [], []
+    for task in kept:
+        ch = table[task]["chosen"]
+        for j, n in enumerate(ch):
+            share = lambda total: total // len(ch) + (1 if j < total % len(ch) else 0)  # noqa: E731
+            held += maker.make("fitheld", task, n, share(fc.heldout_per_task))
+            dev += maker.make("fitdev", task, n, share(fc.dev_per_task))
+        for n in ch + ([table[task]["next_level"]] if table[task]["next_level"] is not None else []):
+            role = "chosen" if n in ch else "next"
+            for it in maker.make("fittrain", task, n, fc.train_per_level):
+                it["meta"]["fit_role"] = role
+                train.append(it)
+    seen = {prompt_key(it) for it in held + dev}
+    before = len(train)
+    train = [it for it in train if prompt_key(it) not in seen]
+    held_keys = {prompt_key(it) for it in held}
+    dev = [it for it in dev if prompt_key(it) not in held_keys]
+    files: dict = {}
+    for rel, rows in ((FIT_TRAIN, train), (FIT_DEV, dev), (FIT_HELDOUT, held)):
+        path = ws.path(rel)
+        with atomic_output(path) as fh:
+            for it in rows:
+                fh.write(dumps_item(it) + "\n")
+        register_artifact(ws, path, "difficulty_fit_items", identity=ident, n=len(rows))
+        files[rel] = {"n": len(rows), "sha256": sha256_file(path)}
+    files["dropped_as_duplicates"] = before - len(train)
+    return files
 
 
 def summary_line(table: dict, kept: list[str]) -> str:

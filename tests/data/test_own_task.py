@@ -164,7 +164,7 @@ def test_the_dev_split_is_drawn_from_the_tasks_training_items_and_a_built_in_one
     assert run_cli(ws, "data", "make-min").exit_code == 0        # the built-in tasks' dev split
     res = run_cli(ws, "reward", "base-answers", *C, "--items", "data/eval_min.jsonl")
     assert res.exit_code == 2
-    assert errors(res) == [f"error: dev split data/eval_min.jsonl: holds items of task(s) ['gsm8k', 'hotpotqa', "
+    assert errors(res) == ["error: dev split data/eval_min.jsonl: holds items of task(s) ['gsm8k', 'hotpotqa', "
                            "'strategyqa'], which this run does not train on (datasets.mix ['arith']): draw it from "
                            "the run's tasks with `rc1 data make-min --config CONFIG`, or set data.eval_path"]
     assert not ws.path("data/responses_dev_base.jsonl").exists()

@@ -179,5 +179,5 @@ def heldout_gain_chart(report: dict) -> RenderableType | None:
         span = float(-(-span // 5) * 5)  # round up to a multiple of 5 pp
         seed = run.get("seed")
         charts.append(IntervalChart(rows, -span, span, zero=0.0, unit="", title=(
-            f"held-out gain, trained − base (pp), 95 % CI" + (f" — seed {seed}" if seed is not None else ""))))
+            "held-out gain, trained − base (pp), 95 % CI" + (f" — seed {seed}" if seed is not None else ""))))
     return Group(*charts) if charts else None
