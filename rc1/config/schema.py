@@ -94,6 +94,10 @@ class RunSection(Strict):
     keep_last: int = Field(3, ge=1, description="step checkpoints kept besides best/")
     mixed_precision: Literal["auto", "fp16", "bf16", "fp32", "no"] = "auto"
     gradient_accumulation: int = Field(1, ge=1)
+    micro_batch_size: int | None = Field(
+        None, ge=1, description="rows per forward/backward; a step's rollout batch runs in micro-batches of this many "
+                                "rows whose gradients accumulate into the same optimizer step (null = the whole "
+                                "batch at once). Bounds the activation memory of a step (rc1.models.memory)")
     device_pref: list[Literal["mps", "cuda", "cpu"]] = Field(default_factory=lambda: ["mps", "cuda", "cpu"], min_length=1)
     log_file: str = "logs/train.log"
     tensorboard: bool = False
@@ -536,12 +540,47 @@ class TrainConfig(Strict):
                 and self.strategy.name in ("grpo", "rloo", "ppo") and self.strategy.kl_coef == 0):
             raise ValueError("monitor.kl_control: adaptive needs strategy.kl_coef > 0 to adapt (it is 0); set a "
                              "starting kl_coef, or use kl_control: early_stop")
+        if self.strategy.ppo_epochs > 1 and self.engine.name == "pure_pt" and self.strategy.name != "ppo":
+            raise ValueError(f"strategy.ppo_epochs: {self.strategy.ppo_epochs} applies to strategy ppo on engine "
+                             f"pure_pt, which runs {self.strategy.name} with one update per rollout (its ratio is 1 by "
+                             "construction); use 1 (engine trl maps it to TRL's num_iterations)")
+        why = self.micro_batch_error(self.distributed.processes)
+        if why:
+            raise ValueError(why)
         dist_errors = self.distributed_errors(self.distributed.processes)
         if dist_errors:
             raise ValueError(dist_errors[0])
         if self.seeds and len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds {self.seeds} repeat a seed: each training run needs its own")
         return self
+
+    @property
+    def rollout_rows(self) -> int:
+        """Episodes of one micro-step's rollout batch (SFT: its examples); split multi-turn episodes add rows."""
+        s = self.strategy
+        return s.prompts_per_step if s.name == "sft" else s.prompts_per_step * s.num_generations
+
+    def micro_batch_error(self, processes: int = 1) -> str | None:
+        """Why run.micro_batch_size cannot cut this config's batches (naming a value that works), or None."""
+        m = self.run.micro_batch_size
+        if m is None:
+            return None
+        rows = self.rollout_rows
+        what = ("strategy.prompts_per_step" if self.strategy.name == "sft"
+                else "strategy.prompts_per_step x strategy.num_generations")
+        if m > rows:
+            return (f"run.micro_batch_size: {m} exceeds the rollout batch of a step ({rows} rows = {what}); "
+                    f"use {rows} or less (or null for the whole batch at once)")
+        if self.strategy.name == "dpo" and m < 2:
+            return (f"run.micro_batch_size: {m} cannot hold a DPO pair (a chosen and a rejected episode go through "
+                    "one forward); use 2 or more")
+        if self.engine.name == "trl":
+            per_rank = rows * self.run.gradient_accumulation // max(1, processes)
+            works = [d for d in range(m, 0, -1) if per_rank % d == 0]
+            if per_rank % m:
+                return (f"run.micro_batch_size: {m} does not divide the {per_rank} rows TRL trains on per process and "
+                        f"optimizer step ({what} x run.gradient_accumulation / processes); use {works[0]}")
+        return None
 
     def distributed_errors(self, processes: int, label: str = "distributed.processes") -> list[str]:
         """Why this config cannot train on `processes` ranks (machine-independent rules; the machine's own are

@@ -109,6 +109,7 @@ class PurePTEngine:
         self._inside_wrapper = False
         self._window_losses = 0      # micro-steps with a loss since the last optimizer step (data parallel)
         self.cfg = None
+        self.micro_batch_size: int | None = None
         self.model = None
         self.tokenizer = None
         self.reference_model = None
@@ -125,6 +126,7 @@ class PurePTEngine:
         import torch
 
         self.cfg = cfg
+        self.micro_batch_size = cfg.run.micro_batch_size  # rows per forward/backward (None: a plan at once)
         self.device = self.dist.device if self.dist.distributed else get_device(cfg.run.device_pref)
         self.amp_dtype = dtype_for(self.device, cfg.train_precision)
         # Master weights stay fp32; the forward runs under autocast in amp_dtype (on a CPU only when
@@ -254,7 +256,7 @@ class PurePTEngine:
         if self.sharded and not self._inside_wrapper:  # FSDP2 / DeepSpeed gather their shards in the wrapper
             return self._under_wrapper(lambda: self.forward(input_ids, attention_mask, positions=positions,
                                                             reference=reference, hidden=hidden, entropy=entropy,
-                                                            temperature=temperature))
+                                                            temperature=temperature, top_p=top_p))
         if reference and self.is_peft:
             ctx, model = self.model.disable_adapter(), self.model
         elif reference:
@@ -415,38 +417,61 @@ class PurePTEngine:
     def backward(self, plan: StepPlan, *, scale: float, sync: bool = True) -> dict[str, float]:
         """Forward + the plan's loss + backward of loss * scale; the gradients stay until optimizer_step().
 
-        Data parallel: `sync=False` accumulates locally (no_sync); the window's last micro-step syncs. A rank
+        Micro-batches (run.micro_batch_size, rc1.engines.microbatch): the plan's rows go through forward and
+        backward `micro_batch_size` at a time; the strategies normalise with the whole plan's counts, so the
+        micro-batches' losses sum to the plan's loss and their gradients to its gradient. `loss` in the
+        metrics is that sum; the other metrics are the micro-batches' values averaged by their weight.
+
+        Data parallel: `sync=False` accumulates locally (no_sync); the window's last micro-batch syncs. A rank
         whose batch has no loss back-propagates a zero through every parameter, so the ranks' all-reduces
         still match up."""
+        from rc1.engines.microbatch import combine_metrics, micro_batches
+
         self._ensure_optimizer()
         self.model.train()
-        with self._sync_context(sync):
-            loss, metrics, has_loss = self._under_wrapper(lambda: self._loss(plan))
-            metrics = dict(metrics)
-            if loss is not None:
-                scaled = loss * scale
-                if self.scaler is not None:
-                    self.scaler.scale(scaled).backward()
-                elif self.dist.sharding in DEEPSPEED:
-                    acc = self.dist.accelerator()
-                    acc.gradient_state._set_sync_gradients(sync)  # DeepSpeed steps its optimizer when it syncs
-                    acc.backward(scaled, scale_wrt_gas=False)
-                else:
-                    scaled.backward()
-            metrics["loss"] = float(loss.detach()) if has_loss else None
+        parts = list(micro_batches(plan.tensors, self.micro_batch_size))
+        total, has_any, collected = 0.0, False, []
+        for i, tensors in enumerate(parts):
+            last_sync = sync and i == len(parts) - 1
+            with self._sync_context(last_sync):
+                loss, metrics, has_loss, weight = self._under_wrapper(lambda: self._loss(plan, tensors))
+                if loss is not None:
+                    self._backprop(loss * scale, last_sync)
+                if has_loss:
+                    total += float(loss.detach())
+                    has_any = True
+                collected.append((dict(metrics), weight))
+                del loss
+        metrics = combine_metrics(collected)
+        metrics["loss"] = total if has_any else None
         metrics["mem_used_mb"] = memory_used_mb(self.device)
         return metrics
 
-    def _loss(self, plan: StepPlan):
-        """(loss, metrics, whether the plan had a loss). Data parallel: a missing loss becomes a zero through
-        every trainable parameter."""
-        loss, metrics = plan.loss_fn(self, plan.tensors)
+    def _backprop(self, scaled, sync: bool) -> None:
+        if self.scaler is not None:
+            self.scaler.scale(scaled).backward()
+        elif self.dist.sharding in DEEPSPEED:
+            acc = self.dist.accelerator()
+            acc.gradient_state._set_sync_gradients(sync)  # DeepSpeed steps its optimizer when it syncs
+            acc.backward(scaled, scale_wrt_gas=False)
+        else:
+            scaled.backward()
+
+    def _loss(self, plan: StepPlan, tensors):
+        """(loss, metrics, whether the plan had a loss, the metrics' weight) of one micro-batch. Data parallel:
+        a missing loss becomes a zero through every trainable parameter."""
+        out = plan.loss_fn(self, tensors)
+        loss, metrics = out.loss, out.metrics
+        weight = out.weight
+        if weight is None:
+            mask = tensors.get("action_mask")
+            weight = float(mask.sum()) if mask is not None else 1.0
         if loss is not None:
             self._window_losses += 1
-            return loss, metrics, True
+            return loss, metrics, True, weight
         if self.dist.distributed:
             loss = sum((p * 0.0).sum() for p in self.trainable_parameters())
-        return loss, metrics, False
+        return loss, metrics, False, weight
 
     def _sync_context(self, sync: bool):
         if self.wrapped is None or sync or self.dist.sharding in DEEPSPEED:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
 from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
-from rc1.strategies.rl_math import grpo_advantages, grpo_token_loss, masked_mean, truncated_is_weight
+from rc1.strategies.rl_math import grpo_advantages, grpo_token_loss, masked_mean, token_weights, truncated_is_weight
 
 
 class GRPOStrategy:
@@ -63,6 +63,9 @@ class GRPOStrategy:
         adv = self.advantages(torch.tensor(ro.rewards, dtype=torch.float32))
         adv = adv * torch.tensor(ro.advantage_scales, dtype=torch.float32)
         tensors["advantages"] = self.policy.to_device(adv)[tensors["episode"]]  # one per row
+        # the loss type's normalisation over the whole plan, so micro-batches of its rows sum to its loss
+        tensors["token_weight"] = token_weights(tensors["action_mask"], self.cfg.strategy.loss_type,
+                                                self.cfg.model.max_new_tokens, episode=tensors["episode"])
         if self.measure_kl:
             with torch.no_grad():
                 tensors["ref_logp"] = self.policy.forward(tensors["input_ids"], tensors["attention_mask"],
@@ -76,15 +79,13 @@ class GRPOStrategy:
         out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True,
                              **self.forward_kwargs())
         logp, mask = out.logp, t["action_mask"]
-        old = t.get("old_logp")
-        if old is None:
-            old = t["old_logp"] = logp.detach()
+        old = logp.detach()  # one update per rollout (strategy.ppo_epochs 1): pi_old is the current policy
         is_weight = None
         if "sample_logp" in t and self.is_cap is not None:
             is_weight = truncated_is_weight(old, t["sample_logp"], self.is_cap)
         loss, pg, kl, ratio = grpo_token_loss(logp, old, t["advantages"], mask, self.clip, self.beta, t.get("ref_logp"),
                                               self.cfg.strategy.loss_type, self.cfg.model.max_new_tokens,
-                                              is_weight=is_weight, episode=t["episode"])
+                                              is_weight=is_weight, episode=t["episode"], weight=t.get("token_weight"))
         with torch.no_grad():
             clipped = ((ratio < 1 - self.clip) | (ratio > 1 + self.clip)).float()
             metrics = {"kl": None if kl is None else float(masked_mean(kl, mask)),

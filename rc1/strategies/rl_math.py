@@ -122,6 +122,25 @@ def aggregate(per_token, mask, loss_type: LossType = "token", max_new_tokens: in
     raise ValueError(f"loss_type {loss_type!r}: expected token, sequence or dr_grpo")
 
 
+def token_weights(mask, loss_type: LossType = "token", max_new_tokens: int | None = None, episode=None):
+    """Per-token weights [B, T] with aggregate(x, mask, ...) == (x * weights).sum() for any per-token x.
+
+    Computed once over a whole plan, they let its rows go through forward/backward in micro-batches
+    (rc1.engines.microbatch): each micro-batch's (x * weights).sum() is its exact share of the plan's loss."""
+    if loss_type == "token":
+        return mask / mask.sum().clamp(min=1.0)
+    if loss_type == "sequence":
+        counts = per_episode_sum(mask.sum(1), episode)
+        row_counts = counts if episode is None else counts[episode]
+        return mask / (row_counts.clamp(min=1.0) * counts.shape[0]).unsqueeze(1)
+    if loss_type == "dr_grpo":
+        if not max_new_tokens:
+            raise ValueError("loss_type dr_grpo needs max_new_tokens")
+        episodes = mask.shape[0] if episode is None else int(episode.max()) + 1
+        return mask / (episodes * max_new_tokens)
+    raise ValueError(f"loss_type {loss_type!r}: expected token, sequence or dr_grpo")
+
+
 def truncated_is_weight(old_logp, sample_logp, cap: float):
     """Per-token min(pi_old / pi_sampler, cap): the sampler-mismatch correction (module docstring)."""
     import torch
@@ -138,19 +157,23 @@ class GRPOLoss(NamedTuple):
 
 def grpo_token_loss(logp, old_logp, advantages, mask, clip: float, beta: float = 0.0, ref_logp=None,
                     loss_type: LossType = "token", max_new_tokens: int | None = None, *, is_weight=None,
-                    episode=None) -> GRPOLoss:
+                    episode=None, weight=None) -> GRPOLoss:
     """GRPO's loss on per-token log-probs [B, T], one advantage per row [B], action mask [B, T].
 
     loss_type "token" equals TRL's "bnpo" (and "dapo" when a generation batch is one micro-batch);
     "sequence" is TRL's "grpo"; "dr_grpo" is TRL's "dr_grpo" (tests/training/test_losses_vs_trl.py).
     The KL term is beta * k3 without TRL 1.16's importance-ratio factor (use_bias_correction_kl):
     the same loss value on-policy, a different KL gradient off-policy. `is_weight` (truncated
-    importance weights, see truncated_is_weight) multiplies the policy-gradient term per token."""
+    importance weights, see truncated_is_weight) multiplies the policy-gradient term per token. `weight`
+    (token_weights over a whole plan) replaces the aggregation: the loss is then (per_token * weight).sum(),
+    this micro-batch's share of the plan's loss."""
     pg, ratio = clipped_pg(logp, old_logp, advantages, clip)
     if is_weight is not None:
         pg = pg * is_weight
     kl = k3_kl(logp, ref_logp) if ref_logp is not None else None
     per_token = pg + beta * kl if (kl is not None and beta > 0) else pg
+    if weight is not None:
+        return GRPOLoss((per_token * weight).sum(), pg, kl, ratio)
     return GRPOLoss(aggregate(per_token, mask, loss_type, max_new_tokens, episode=episode), pg, kl, ratio)
 
 
@@ -162,12 +185,15 @@ class PPOLosses(NamedTuple):
 
 
 def ppo_losses(logp, old_logp, advantages, values, old_values, returns, mask, *, clip: float,
-               cliprange_value: float, vf_coef: float, is_weight=None) -> PPOLosses:
-    """PPO's clipped policy loss and clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2), token means."""
+               cliprange_value: float, vf_coef: float, is_weight=None, weight=None) -> PPOLosses:
+    """PPO's clipped policy loss and clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2), token means
+    (with `weight`, token_weights of the whole plan: this micro-batch's share of the plan's token means)."""
     pg, ratio = clipped_pg(logp, old_logp, advantages, clip)
     if is_weight is not None:
         pg = pg * is_weight
     vf = clipped_value_loss(values, old_values, returns, cliprange_value)
+    if weight is not None:
+        return PPOLosses((pg * weight).sum() + vf_coef * (vf * weight).sum(), pg, vf, ratio)
     return PPOLosses(masked_mean(pg, mask) + vf_coef * masked_mean(vf, mask), pg, vf, ratio)
 
 
@@ -215,15 +241,19 @@ class DPOLoss(NamedTuple):
     delta: Any    # [rows, T] masked per-token log pi - log ref
 
 
-def dpo_loss(logp, ref_logp, mask, n_pairs: int, beta: float, episode=None) -> DPOLoss:
-    """Sigmoid DPO loss; episodes 0..n-1 are the chosen ones, n..2n-1 their rejected partners (a split
-    episode's rows are summed into its episode). Sequence log-probs: sums over the action mask."""
+def dpo_loss(logp, ref_logp, mask, n_pairs: int, beta: float, episode=None, *, interleaved: bool = False,
+             total_pairs: int | None = None) -> DPOLoss:
+    """Sigmoid DPO loss; episodes 0..n-1 are the chosen ones, n..2n-1 their rejected partners (`interleaved`:
+    episode 2k is pair k's chosen one, 2k+1 its rejected one; a split episode's rows are summed into its
+    episode). Sequence log-probs: sums over the action mask. The mean over pairs divides by `total_pairs`
+    when given (a micro-batch of a plan with that many pairs: its share of the plan's loss), else by n_pairs."""
     import torch.nn.functional as F
 
     delta = (logp - ref_logp) * mask
     seq = per_episode_sum(delta.sum(1), episode)
-    margin = seq[:n_pairs] - seq[n_pairs:]
-    return DPOLoss(-F.logsigmoid(beta * margin).mean(), margin, delta)
+    margin = seq[0::2] - seq[1::2] if interleaved else seq[:n_pairs] - seq[n_pairs:]
+    losses = -F.logsigmoid(beta * margin)
+    return DPOLoss(losses.sum() / (total_pairs or n_pairs), margin, delta)
 
 
 class AdaptiveKLController:
