@@ -158,7 +158,8 @@ class StrategySection(Strict):
         0, ge=0, description="per step, at most this many fresh draws replace groups whose successes are all "
                              "equal (no correctness signal): DAPO's dynamic sampling")
     loss_type: Literal["token", "sequence", "dr_grpo"] = Field(
-        "token", description="policy-loss aggregation: token mean over the batch (TRL dapo), per-sequence mean "
+        "token", description="policy-loss aggregation: token mean over the accumulation window's tokens (TRL dapo), "
+                             "per-sequence mean "
                              "(TRL grpo), or sum / (B * max_new_tokens) (Dr. GRPO)")
     ppo_epochs: int = Field(1, ge=1)
     gamma: float = Field(1.0, ge=0, le=1)
@@ -555,6 +556,13 @@ class TrainConfig(Strict):
         return self
 
     @property
+    def window_token_mean(self) -> bool:
+        """strategy.loss_type token over an accumulation window of several micro-steps: DAPO's token mean over the
+        whole window, which the pure_pt recipe makes by renormalising the window's gradients at its end."""
+        return (self.strategy.name in ("grpo", "rloo") and self.strategy.loss_type == "token"
+                and self.run.gradient_accumulation > 1)
+
+    @property
     def rollout_rows(self) -> int:
         """Episodes of one micro-step's rollout batch (SFT: its examples); split multi-turn episodes add rows."""
         s = self.strategy
@@ -603,6 +611,10 @@ class TrainConfig(Strict):
         if d.sharding != "none" and self.train_precision == "fp16":
             errs.append(f"distributed.sharding: {d.sharding} trains in bf16 or fp32 under rc1, not fp16 (its loss scaler "
                         "is not a sharded one); set distributed.mixed_precision: bf16")
+        if d.sharding.startswith("deepspeed") and self.engine.name == "pure_pt" and self.window_token_mean:
+            errs.append(f"distributed.sharding: {d.sharding} steps its optimizer inside the window's last backward, so "
+                        "strategy.loss_type token (a token mean over the whole accumulation window) cannot be "
+                        "normalised by the window's tokens; use sharding: fsdp2, or loss_type: sequence")
         if d.sharding != "none" and self.finetune.method == "qlora":
             errs.append(f"distributed.sharding: {d.sharding} cannot shard a 4-bit (qlora) base; use sharding: none "
                         "(DDP over the LoRA adapters) or finetune.method: lora")

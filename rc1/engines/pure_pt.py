@@ -478,11 +478,22 @@ class PurePTEngine:
             return contextlib.nullcontext()
         return self.dist.accelerator().no_sync(self.wrapped)
 
-    def optimizer_step(self) -> dict[str, float]:
+    def optimizer_step(self, *, grad_scale: float = 1.0) -> dict[str, float]:
+        """Unscale, multiply the accumulated gradients by `grad_scale` (the recipe's window normalisation, see
+        TrainingRecipe.window_grad_scale), clip, step the optimizer and the scheduler, clear the gradients."""
         import torch
 
         self._ensure_optimizer()
         params = self.trainable_parameters()
+        if grad_scale != 1.0:
+            if self.dist.sharding in DEEPSPEED:
+                raise RuntimeError("DeepSpeed steps its optimizer inside backward: a window's gradients cannot be "
+                                   "renormalised; use strategy.loss_type sequence or dr_grpo, or distributed.sharding "
+                                   "fsdp2")
+            with torch.no_grad():
+                for p in params:
+                    if p.grad is not None:
+                        p.grad.mul_(grad_scale)
         if self.dist.distributed:
             # No rank had a loss in this window: one process would have no gradient at all (not zeros), and
             # AdamW skips a parameter without one; drop the zeros the ranks exchanged.

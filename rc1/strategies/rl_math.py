@@ -14,7 +14,9 @@ unstable): a factor on the rewards of a whole group would cancel in the z-score.
 Clipped policy-gradient loss per token (PPO / GRPO), ratio rho = exp(logp - old_logp):
     l_t = max(-A rho, -A clip(rho, 1 - c, 1 + c))  (+ beta * KL_t)
 aggregated as ("loss_type", as in TRL):
-    token      sum over all action tokens of the batch / their number            (TRL "dapo"/"bnpo")
+    token      sum over all action tokens of the batch / their number            (TRL "dapo": the recipe
+                                                                                 renormalises an accumulation
+                                                                                 window by ITS token count)
     sequence   mean over sequences of each sequence's token mean                 (TRL "grpo")
     dr_grpo    sum over all action tokens / (B * max_new_tokens)                 (TRL "dr_grpo")
 
@@ -160,7 +162,8 @@ def grpo_token_loss(logp, old_logp, advantages, mask, clip: float, beta: float =
                     episode=None, weight=None) -> GRPOLoss:
     """GRPO's loss on per-token log-probs [B, T], one advantage per row [B], action mask [B, T].
 
-    loss_type "token" equals TRL's "bnpo" (and "dapo" when a generation batch is one micro-batch);
+    loss_type "token" is a token mean over these rows; over an accumulation window the recipe renormalises the
+    gradients by the window's tokens (TrainingRecipe.window_grad_scale), which makes it TRL's "dapo";
     "sequence" is TRL's "grpo"; "dr_grpo" is TRL's "dr_grpo" (tests/training/test_losses_vs_trl.py).
     The KL term is beta * k3 without TRL 1.16's importance-ratio factor (use_bias_correction_kl):
     the same loss value on-policy, a different KL gradient off-policy. `is_weight` (truncated

@@ -135,3 +135,43 @@ def test_trl_gets_the_micro_batch_as_its_per_device_batch(tmp_path):
     args = engine.batch_args()
     # 2 prompts x 4 completions x 2 accumulation = 16 rows per optimizer step, 4 per forward/backward
     assert args == {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 4}
+
+
+def test_token_loss_is_a_token_mean_over_the_accumulation_window(tmp_path):
+    """DAPO, not BNPO: two micro-steps of N1 and N2 action tokens weigh N1 / (N1 + N2) and N2 / (N1 + N2) in the
+    window's gradient (BNPO, each plan's token mean averaged, would weigh 1/2 and 1/2)."""
+    recipe = _recipe(tmp_path, "grpo", {"run.gradient_accumulation": 2})
+    engine = recipe.engine
+    tok = recipe.engine.tokenizer
+    a, b = make_item(), make_item(id="t-2")
+    plans = []
+    for item, scripts in ((a, [TOOL_THEN_ANSWER, WRONG, TOOL_THEN_ANSWER, WRONG]), (b, [SHORT_RIGHT, WRONG] * 2)):
+        eps = _episodes(tok, item, scripts)
+        ro = score_rollout([item] * 4, eps, recipe.reward_model, group_size=4)
+        plans.append(recipe.strategy.plan(Batch(0, (item,), 1), ro))
+    n1, n2 = (float(p.tensors["action_mask"].sum()) for p in plans)
+    assert n1 != n2
+    singles = []
+    for p in plans:  # each plan's own token-mean gradient
+        engine.backward(p, scale=1.0)
+        singles.append(_grads(engine))
+    scales = [recipe.backward_scale(p, 2) for p in plans]
+    for p, s in zip(plans, scales):
+        engine.backward(p, scale=s)
+    factor = recipe.window_grad_scale(2)
+    assert recipe.window_tokens == 0.0  # the count restarts with the next window
+    # hand-computed: R = max_new_tokens 8 x 8 rows = 64; scale_k = 1/2 * N_k / 64; factor = 2 * 64 / (N1 + N2)
+    assert scales[0] == pytest.approx(0.5 * n1 / 64) and factor == pytest.approx(128 / (n1 + n2))
+    assert scales[0] * factor == pytest.approx(n1 / (n1 + n2)) and scales[1] * factor == pytest.approx(n2 / (n1 + n2))
+    window = [g * factor for g in _grads(engine)]
+    dapo = [(n1 * g1 + n2 * g2) / (n1 + n2) for g1, g2 in zip(*singles)]
+    bnpo = [(g1 + g2) / 2 for g1, g2 in zip(*singles)]
+    for w, d in zip(window, dapo, strict=True):
+        torch.testing.assert_close(w, d, rtol=1e-4, atol=1e-7)
+    assert any(not torch.allclose(w, x, rtol=1e-3, atol=1e-6) for w, x in zip(window, bnpo))
+
+
+def test_window_renormalisation_only_where_a_window_token_mean_is_asked(tmp_path):
+    recipe = _recipe(tmp_path, "grpo", {"strategy.loss_type": "sequence", "run.gradient_accumulation": 2})
+    plan = _plan(recipe, "grpo")
+    assert recipe.backward_scale(plan, 2) == 0.5 and recipe.window_grad_scale(2) == 1.0
