@@ -91,6 +91,9 @@ class RunSection(Strict):
     save_steps: int = Field(500, ge=1)
     eval_steps: int = Field(1000, ge=1)
     max_steps: int = Field(2000, ge=1, description="steps this run trains for")
+    schedule_steps: int | None = Field(
+        None, ge=1, description="the LR schedule's horizon in steps (null: `steps` when set, else run.max_steps as "
+                                "the config gives it; `--max-steps` runs a chunk of that horizon and leaves it)")
     keep_last: int = Field(3, ge=1, description="step checkpoints kept besides best/")
     mixed_precision: Literal["auto", "fp16", "bf16", "fp32", "no"] = "auto"
     gradient_accumulation: int = Field(1, ge=1)
@@ -654,6 +657,11 @@ class TrainConfig(Strict):
     @property
     def total_steps(self) -> int:
         return self.steps or self.run.max_steps
+
+    @property
+    def schedule_steps(self) -> int:
+        """The LR schedule's horizon in steps (run.schedule_steps, else total_steps)."""
+        return self.run.schedule_steps or self.total_steps
 
     @property
     def effective_target_kl(self) -> float | None:

@@ -192,7 +192,9 @@ class PurePTEngine:
         fused = self.device.type in ("cpu", "cuda") and not self.dist.distributed
         self.optimizer = torch.optim.AdamW(self.trainable_parameters(), lr=e.lr, weight_decay=e.weight_decay,
                                            fused=fused or None)
-        total_updates = math.ceil(self.cfg.run.max_steps / self.cfg.run.gradient_accumulation)
+        # the horizon is the planned run's (cfg.schedule_steps), not this chunk's --max-steps: a run trained in
+        # chunks decays as one run does
+        total_updates = math.ceil(self.cfg.schedule_steps / self.cfg.run.gradient_accumulation)
         total_updates *= self.cfg.strategy.ppo_epochs if self.cfg.strategy.name == "ppo" else 1
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(e.lr_schedule, e.warmup_steps, total_updates))

@@ -1,6 +1,7 @@
 """GRPO: group-relative advantages over `num_generations` completions of each prompt.
 
-    A_i    = scale_i * (r_i - mean(group)) / std          std: strategy.scale_rewards (group | batch | none)
+    A_i    = scale_i * (r_i - mean(group)) / std          std: strategy.scale_rewards (group | batch | none),
+                                                         then re-centred per group (rl_math.scale_group_advantages)
     loss   = aggregate over action tokens of  max(-A r_t, -A clip(r_t, 1-c, 1+c)) + beta * KL_t
     r_t    = pi(a_t) / pi_old(a_t),   KL_t = k3 estimator toward the reference policy
 
@@ -25,7 +26,8 @@ from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
 from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
-from rc1.strategies.rl_math import grpo_advantages, grpo_token_loss, masked_mean, token_weights, truncated_is_weight
+from rc1.strategies.rl_math import (grpo_advantages, grpo_token_loss, masked_mean, scale_group_advantages, token_weights,
+                                   truncated_is_weight)
 
 
 class GRPOStrategy:
@@ -61,7 +63,7 @@ class GRPOStrategy:
 
         tensors = collate(self.policy, ro.episodes)
         adv = self.advantages(torch.tensor(ro.rewards, dtype=torch.float32))
-        adv = adv * torch.tensor(ro.advantage_scales, dtype=torch.float32)
+        adv = scale_group_advantages(adv, torch.tensor(ro.advantage_scales, dtype=torch.float32), self.group_size)
         tensors["advantages"] = self.policy.to_device(adv)[tensors["episode"]]  # one per row
         # the loss type's normalisation over the whole plan, so micro-batches of its rows sum to its loss
         tensors["token_weight"] = token_weights(tensors["action_mask"], self.cfg.strategy.loss_type,

@@ -9,7 +9,8 @@ Group advantages (GRPO / RLOO), G completions per prompt, consecutive in the bat
     rloo   A_i = r_i - mean_{j != i} r_j
 Each advantage is then multiplied by its episode's `advantage_scale` (the difficulty bonus
 1 + beta*(I[hard] - I[easy]), times reward.unstable_downweight when the judge's grade of the episode was
-unstable): a factor on the rewards of a whole group would cancel in the z-score.
+unstable): a factor on the rewards of a whole group would cancel in the z-score. The scaled advantages are
+re-centred per group (scale_group_advantages), so a down-weighted episode leaves its group summing to zero.
 
 Clipped policy-gradient loss per token (PPO / GRPO), ratio rho = exp(logp - old_logp):
     l_t = max(-A rho, -A clip(rho, 1 - c, 1 + c))  (+ beta * KL_t)
@@ -88,6 +89,17 @@ def rloo_advantages(rewards, group_size: int):
     g = rewards.view(-1, group_size)
     baseline = (g.sum(1, keepdim=True) - g) / (group_size - 1)
     return (g - baseline).reshape(-1)
+
+
+def scale_group_advantages(advantages, scales, group_size: int):
+    """Each episode's advantage times its scale, re-centred so every group still sums to zero.
+
+    A group's advantages sum to zero (GRPO, RLOO); the difficulty factor is the same for a whole group and keeps
+    that, but the unstable-grade down-weight scales single episodes and would not: the group would push the
+    policy's log-probs of ALL its completions down (or up) on average. Re-centring removes that drift and keeps
+    the down-weighted episode's smaller share:  A'_i = s_i A_i - mean_{j in group} s_j A_j."""
+    g = (advantages * scales).view(-1, group_size)
+    return (g - g.mean(1, keepdim=True)).reshape(-1)
 
 
 def clipped_pg(logp, old_logp, advantages, clip: float):

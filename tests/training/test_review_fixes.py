@@ -1,0 +1,52 @@
+"""Hand-computed tests of the review's fixes (issue 26, item 5): the unstable-judge down-weight keeps a group's
+advantages summing to zero; the LR schedule's horizon is the planned run, not a `--max-steps` chunk; the
+reward-scale and pass@k formulas with numbers worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rc1.config.load import load_train_config
+from rc1.runtime.workspace import Workspace
+from rc1.strategies.rl_math import ADV_EPS, grpo_advantages, rloo_advantages, scale_group_advantages
+from rc1.training.base import make_recipe
+from tests.helpers.workspace import make_workspace
+
+
+def test_an_unstable_episode_is_down_weighted_and_its_group_still_sums_to_zero():
+    # rewards [1, 0, 0, 0]: mean 0.25, sample std 0.5 -> A = [1.5, -0.5, -0.5, -0.5] (eps aside)
+    adv = grpo_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4)
+    assert adv.tolist() == pytest.approx([0.75 / (0.5 + ADV_EPS)] + [-0.25 / (0.5 + ADV_EPS)] * 3)
+    # the first grade was unstable: x 0.5 -> [0.75, -0.5, -0.5, -0.5], sum -0.75, mean -0.1875; re-centred
+    out = scale_group_advantages(torch.tensor([1.5, -0.5, -0.5, -0.5]), torch.tensor([0.5, 1.0, 1.0, 1.0]), 4)
+    assert out.tolist() == pytest.approx([0.9375, -0.3125, -0.3125, -0.3125])
+    assert float(out.sum()) == pytest.approx(0.0, abs=1e-7)
+    assert out[0] < 1.5  # the unstable episode still moves the policy less than a stable one would
+    # a difficulty factor common to the whole group only scales it: [1.1 x A]
+    same = scale_group_advantages(torch.tensor([1.5, -0.5, -0.5, -0.5, 0.0, 0.0]), torch.tensor([1.1] * 4 + [0.9] * 2), 2)
+    assert same.tolist() == pytest.approx([1.1 * 1.5 - 1.1 * 0.5, -(1.1 * 1.5 - 1.1 * 0.5), 0.0, 0.0, 0.0, 0.0])
+
+
+def test_scale_rewards_batch_and_none_and_rloo_by_hand():
+    r = torch.tensor([1.0, 0.0, 3.0, 1.0])  # groups of 2: means 0.5 and 2.0
+    # none (Dr. GRPO): centred only
+    assert grpo_advantages(r, 2, "none").tolist() == pytest.approx([0.5, -0.5, 1.0, -1.0])
+    # batch: divided by the std of all four rewards (mean 1.25; squares 0.0625, 1.5625, 3.0625, 0.0625 -> /3)
+    std = (4.75 / 3) ** 0.5
+    assert grpo_advantages(r, 2, "batch").tolist() == pytest.approx([x / (std + ADV_EPS) for x in (0.5, -0.5, 1.0, -1.0)])
+    # rloo, groups of 2: the other one's reward is the baseline
+    assert rloo_advantages(r, 2).tolist() == pytest.approx([1.0, -1.0, 2.0, -2.0])
+
+
+def test_the_lr_schedule_keeps_the_planned_horizon_under_max_steps(tmp_path):
+    ws = Workspace(tmp_path)
+    conf = make_workspace(tmp_path, __import__("tests.helpers.qwen3", fromlist=["qwen3_tiny_dir"]).qwen3_tiny_dir(),
+                          max_steps=8)
+    recipe = make_recipe(ws, load_train_config(conf, ws), config_path=str(conf), max_steps=4)  # a chunk of 4
+    recipe.setup()
+    recipe.engine._ensure_optimizer()
+    f = recipe.engine.scheduler.lr_lambdas[0]
+    assert recipe.max_steps == 4 and recipe.cfg.schedule_steps == 8
+    # linear, warmup 1 of 8 updates: after 2 updates 1 - (2 - 1) / (8 - 1) = 6/7 (a horizon of 4 would give 2/3)
+    assert f(0) == pytest.approx(0.5) and f(2) == pytest.approx(6 / 7) and f(8) == 0.0
