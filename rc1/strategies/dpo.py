@@ -16,7 +16,8 @@ every strategy; `sampler_mismatch_kl` as for GRPO (DPO's loss has no per-token t
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
+from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+                                   sampling_kwargs)
 from rc1.strategies.rl_math import dpo_loss, k3_kl, masked_mean
 
 PAIR_MIN_GAP = 1e-6
@@ -61,8 +62,8 @@ class DPOStrategy:
         t = collate(self.policy, [ro.episodes[i] for i in order])
         t["unit"] = t["episode"] // 2  # a micro-batch never cuts a pair (rc1.engines.microbatch)
         with torch.no_grad():
-            t["ref_logp"] = self.policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"],
-                                                reference=True, **sampling_kwargs(self.cfg)).logp
+            t["ref_logp"] = forward_rows(self.policy, t, self.cfg.run.micro_batch_size, reference=True,
+                                         **sampling_kwargs(self.cfg)).logp
         t["n_pairs"] = len(pairs)
         return StepPlan(tensors=t, loss_fn=self.loss, rollout=ro, metrics=metrics)
 

@@ -25,7 +25,8 @@ episode's advantage.
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
+from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+                                   sampling_kwargs)
 from rc1.strategies.rl_math import (grpo_advantages, grpo_token_loss, masked_mean, scale_group_advantages, token_weights,
                                    truncated_is_weight)
 
@@ -70,9 +71,8 @@ class GRPOStrategy:
                                                 self.cfg.model.max_new_tokens, episode=tensors["episode"])
         if self.measure_kl:
             with torch.no_grad():
-                tensors["ref_logp"] = self.policy.forward(tensors["input_ids"], tensors["attention_mask"],
-                                                          positions=tensors["action_mask"], reference=True,
-                                                          **self.forward_kwargs()).logp
+                tensors["ref_logp"] = forward_rows(self.policy, tensors, self.cfg.run.micro_batch_size, reference=True,
+                                                   **self.forward_kwargs()).logp
         return StepPlan(tensors=tensors, loss_fn=self.loss, rollout=ro, metrics=dict(ro.stats))
 
     def loss(self, policy: Policy, t: dict) -> LossOutput:

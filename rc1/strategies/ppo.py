@@ -25,7 +25,8 @@
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
+from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+                                   sampling_kwargs)
 from rc1.strategies.rl_math import (gae, k3_kl, masked_mean, ppo_losses, token_weights, truncated_is_weight,
                                    whiten)
 
@@ -72,9 +73,11 @@ class PPOStrategy:
         t = collate(self.policy, ro.episodes)
         mask, episode = t["action_mask"], t["episode"]
         with torch.no_grad():
-            cur = self.policy.forward(t["input_ids"], t["attention_mask"], positions=mask, hidden=True, **kw)
-            ref = self.policy.forward(t["input_ids"], t["attention_mask"], positions=mask, reference=True, **kw).logp
+            micro = self.cfg.run.micro_batch_size
+            cur = forward_rows(self.policy, t, micro, hidden=True, **kw)
+            ref = forward_rows(self.policy, t, micro, reference=True, **kw).logp
             old_logp, old_values = cur.logp, self.values(cur.hidden)
+            del cur
             kl_tok = (old_logp - ref) * mask
             token_rewards = -self.kl_coef * kl_tok
             last = (mask * torch.arange(mask.shape[1], device=mask.device)).argmax(1)

@@ -85,6 +85,12 @@ def test_micro_batches_give_the_whole_batch_gradient(tmp_path, strategy, extra):
     for key in ("kl", "entropy", "ratio"):  # token means over the plan, whatever the cut (DPO: by pairs)
         if whole.get(key) is not None and strategy != "dpo":
             assert parts[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-6)
+    # the plan's own no-gradient forwards (reference, old log-probs, values) run in the same micro-batches
+    recipe.cfg.run.micro_batch_size = micro
+    cut = _plan(recipe, strategy)
+    for key in ("ref_logp", "old_logp", "old_values", "advantages", "token_weight"):
+        if key in plan.tensors:
+            torch.testing.assert_close(cut.tensors[key], plan.tensors[key], rtol=1e-4, atol=1e-5)
 
 
 def test_dpo_micro_batches_never_cut_a_pair(tmp_path):
