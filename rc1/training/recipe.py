@@ -19,7 +19,10 @@ ppo_epochs), each ending in an optimizer step. Then: sampler feedback, monitors 
 divergence, KL vs target_kl), callbacks (eval, checkpoint, logging).
 
 Supports: strategies grpo, ppo, dpo, rloo, sft; gradient accumulation (with multi-epoch strategies
-too: a stop request or the end of the run finishes the open window first); AMP where the device has
+too: a stop request or the end of the run finishes the open window first); micro-batches inside a
+micro-step (run.micro_batch_size: the engine runs a plan's rows that many at a time, rc1.engines.microbatch);
+strategy.loss_type token as DAPO's token mean over the whole accumulation window (backward_scale and
+window_grad_scale); AMP where the device has
 it; exact resume from rc1 checkpoints, also mid-window for single-epoch strategies on one process;
 data parallelism on N processes (rc1.runtime.distributed: rank r runs micro-step step + r of each
 iteration; N processes with run.gradient_accumulation G compute what one process with G does).
