@@ -50,3 +50,52 @@ def test_the_lr_schedule_keeps_the_planned_horizon_under_max_steps(tmp_path):
     assert recipe.max_steps == 4 and recipe.cfg.schedule_steps == 8
     # linear, warmup 1 of 8 updates: after 2 updates 1 - (2 - 1) / (8 - 1) = 6/7 (a horizon of 4 would give 2/3)
     assert f(0) == pytest.approx(0.5) and f(2) == pytest.approx(6 / 7) and f(8) == 0.0
+
+
+def test_the_kl_controller_maps_the_rate_to_its_horizon_by_hand():
+    from rc1.strategies.grpo import GRPOStrategy
+    from rc1.training.monitor import KLControl
+
+    s = GRPOStrategy.__new__(GRPOStrategy)
+    s.beta = 0.1
+    ctl = KLControl(target=0.02, mode="adaptive", adapt_rate=0.1, stop_factor=2.0, window=3)
+    ctl.observe(0.03, s)   # KL / target - 1 = 0.5, clipped to 0.2; x rate 0.1 (horizon 10, one step): x 1.02
+    assert s.beta == pytest.approx(0.102)
+    ctl.observe(0.019, s)  # -0.05 x 0.1: x 0.995
+    assert s.beta == pytest.approx(0.102 * 0.995)
+
+
+def test_dpo_pairs_take_the_first_of_tied_extremes_and_skip_flat_groups():
+    from rc1.strategies.dpo import DPOStrategy
+
+    s = DPOStrategy.__new__(DPOStrategy)
+    s.group_size = 3
+    rewards = [0.5, 1.0, 1.0,  0.2, 0.2, 0.2,  0.0, 0.3, 0.0]
+    # group 0: best 1.0 first at 1, worst 0.5 at 0; group 1 all equal: no pair; group 2: best 7, worst 0.0 first at 6
+    assert s.pairs(rewards) == [(1, 0), (7, 6)]
+
+
+def test_pass_at_k_counts_groups_with_any_success():
+    from types import SimpleNamespace
+
+    from rc1.config.schema import REWARD_DIMENSIONS
+    from rc1.strategies.common import ScoredRollout, rollout_stats
+
+    ep = SimpleNamespace(action_mask=[0, 1, 1], truncated=False, turns=1, tool_hops=0, clarifications=0)
+    successes = [True, False, False, False, False, True]  # groups of 2: hit, miss, hit
+    ro = ScoredRollout([{"id": str(i // 2)} for i in range(6)], [ep] * 6, [float(x) for x in successes], successes,
+                       [{d: 0.0 for d in REWARD_DIMENSIONS}] * 6, 2)
+    stats = rollout_stats(ro)
+    assert stats["pass_at_k"] == pytest.approx(2 / 3) and stats["success"] == pytest.approx(2 / 6)
+    assert stats["no_success_signal_groups"] == pytest.approx(1 / 3) and stats["completion_tokens"] == 12
+
+
+def test_the_sft_loss_is_the_token_mean_nll_of_the_answer(tmp_path):
+    from rc1.strategies.rl_math import masked_mean, token_weights
+
+    logp = torch.tensor([[0.0, -1.0, -2.0], [-4.0, 0.0, 0.0]])
+    mask = torch.tensor([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    # (1 + 2 + 4) / 3 tokens, whichever rows a micro-batch holds
+    assert float(masked_mean(-logp, mask)) == pytest.approx(7 / 3)
+    w = token_weights(mask)
+    assert float((-logp[:1] * w[:1]).sum() + (-logp[1:] * w[1:]).sum()) == pytest.approx(7 / 3)
