@@ -99,3 +99,52 @@ def test_the_sft_loss_is_the_token_mean_nll_of_the_answer(tmp_path):
     assert float(masked_mean(-logp, mask)) == pytest.approx(7 / 3)
     w = token_weights(mask)
     assert float((-logp[:1] * w[:1]).sum() + (-logp[1:] * w[1:]).sum()) == pytest.approx(7 / 3)
+
+
+class _FixedPolicy:
+    """A Policy whose log-probs are given: the policy's, the reference's; hidden states 0 (values = the head's bias)."""
+
+    tokenizer = type("Tok", (), {"pad_token_id": 0, "eos_token_id": 0})()
+    hidden_size = 4
+    sampler_differs = False
+
+    def __init__(self, logp, ref):
+        self.logp, self.ref = logp, ref
+
+    def forward(self, input_ids, attention_mask, *, positions=None, reference=False, hidden=False, **kw):
+        from rc1.engines.contract import ForwardOutput
+
+        lp = self.ref if reference else self.logp
+        return ForwardOutput(lp, None, torch.zeros(lp.shape + (4,)) if hidden else None)
+
+    def to_device(self, x):
+        return x
+
+    def use_reference(self):
+        pass
+
+    def add_module(self, name, module):
+        return module
+
+
+def test_the_ppo_plan_by_hand():
+    """k1 penalty per token, the reward on the last action token, GAE (gamma = lambda = 1), whitening, x scale."""
+    from types import SimpleNamespace
+
+    from rc1.config.schema import TrainConfig
+    from rc1.engines.contract import Batch, ScoredRollout
+    from rc1.strategies.ppo import PPOStrategy
+
+    cfg = TrainConfig.model_validate({"strategy": {"name": "ppo", "kl_coef": 0.1, "gamma": 1.0, "gae_lambda": 1.0,
+                                                   "num_generations": 2}})
+    s = PPOStrategy(cfg, None)
+    s.attach(_FixedPolicy(torch.tensor([[0.0, -1.0, -2.0]]), torch.tensor([[0.0, -1.5, -1.0]])))
+    ep = SimpleNamespace(input_ids=[5, 6, 7, 8], action_mask=[0, 0, 1, 1])  # shifted action mask [0, 1, 1]
+    ro = ScoredRollout([{"id": "a"}], [ep], [1.0], [True], [{}], 1, advantage_scales=[1.2])
+    t = s.plan(Batch(0, ({"id": "a"},), 1), ro).tensors
+    # k1 = logp - ref = [0, 0.5, -1.0]; token rewards -0.1 x k1 = [0, -0.05, 0.1], + reward 1 on the last: 1.1
+    # values 0: A_2 = 1.1, A_1 = -0.05 + A_2 = 1.05; returns = A + V = [1.05, 1.1]
+    assert t["returns"][0].tolist() == pytest.approx([0.0, 1.05, 1.1])
+    # whitened over the two action tokens: mean 1.075, std 0.025 -> [-1, 1]; x the item's scale 1.2
+    assert t["advantages"][0].tolist() == pytest.approx([0.0, -1.2, 1.2], abs=1e-4)
+    assert t["token_weight"][0].tolist() == pytest.approx([0.0, 0.5, 0.5])
