@@ -4,8 +4,8 @@ The recipe (rc1.training.recipe) drives it through rc1.engines.contract.Engine: 
 scale)` runs the plan's loss on the plan's tensors and back-propagates loss * scale (the recipe
 passes 1/gradient_accumulation, times a token share for a window token mean), run.micro_batch_size rows
 at a time (rc1.engines.microbatch); `optimizer_step(grad_scale=)` unscales, renormalises the window's
-gradients, clips, steps the optimizer and the scheduler and clears the gradients. Gradients accumulated but not yet applied are part of
-`state_dict()`, so a checkpoint taken mid-window resumes bit-exactly.
+gradients, clips, steps the optimizer and the scheduler and clears the gradients. Gradients accumulated
+but not yet applied are part of `state_dict()`, so a checkpoint taken mid-window resumes bit-exactly.
 
 For RL strategies dropout is turned off (as TRL's `disable_dropout`): the forward that computes old
 log-probs and values is then the same function as the loss's, and PPO's ratio is exactly 1 at the
