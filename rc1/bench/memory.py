@@ -50,7 +50,8 @@ from rc1.models.shapes import SHAPES, ModelShape
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import ConfigError
 
-SHAPE_BASES = {"qwen3-4b": "random:qwen3-4b", "qwen3-tiny": "random:qwen3-tiny"}
+SHAPE_BASES = {"qwen3-4b": "random:qwen3-4b", "qwen3-tiny": "random:qwen3-tiny",
+               "smollm2-135m-instruct": "embedded:smollm2-135m-instruct"}  # the embedded default's model
 METHODS = ("qlora", "lora", "full")
 CPU_FULL_DEPTH_TOKENS = 256   # a 4B step on 2 CPU cores: ~5 min per 256 tokens
 
@@ -66,11 +67,13 @@ class Point:
     action_tokens: int
     gradient_checkpointing: bool = True
     warmup: bool = True            # False: first step + AdamW state bytes (full-depth points on a CPU)
+    micro_batch_size: int | None = None   # rows per forward/backward (run.micro_batch_size); None: all at once
 
     @property
     def label(self) -> str:
+        micro = f" micro={self.micro_batch_size}" if self.micro_batch_size else ""
         return (f"{self.method} L={self.layers} {self.sequences}x{self.seq_len} ({self.action_tokens} gen) "
-                f"gc={'on' if self.gradient_checkpointing else 'off'}")
+                f"gc={'on' if self.gradient_checkpointing else 'off'}{micro}")
 
 
 # ----------------------------------------------------------------------------- child process
@@ -135,16 +138,19 @@ def _plan(engine, strategy, strategy_name: str, t: dict):
     import torch
 
     from rc1.engines.contract import StepPlan
+    from rc1.strategies.common import forward_rows
+    from rc1.strategies.rl_math import token_weights
 
     B = t["input_ids"].shape[0]
     g = torch.Generator().manual_seed(1)
     t = dict(t)
     kw = {"temperature": engine.cfg.model.temperature}
+    micro = engine.micro_batch_size  # the plan's forwards run in the loss's micro-batches, as the strategies' do
+    t["token_weight"] = token_weights(t["action_mask"])
     with torch.no_grad():
         if strategy_name == "ppo":
-            cur = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], hidden=True, **kw)
-            ref = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], reference=True,
-                                 **kw).logp
+            cur = forward_rows(engine, t, micro, hidden=True, **kw)
+            ref = forward_rows(engine, t, micro, reference=True, **kw).logp
             mask = t["action_mask"]
             t.update(old_logp=cur.logp, old_values=strategy.values(cur.hidden), ref_logp=ref,
                      advantages=engine.to_device(torch.randn(mask.shape, generator=g)) * mask,
@@ -152,8 +158,7 @@ def _plan(engine, strategy, strategy_name: str, t: dict):
         else:
             t["advantages"] = engine.to_device(torch.randn(B, generator=g))
             if strategy.measure_kl:
-                t["ref_logp"] = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"],
-                                               reference=True, **kw).logp
+                t["ref_logp"] = forward_rows(engine, t, micro, reference=True, **kw).logp
     return StepPlan(tensors=t, loss_fn=strategy.loss)
 
 
@@ -169,14 +174,15 @@ def measure_point(point: Point, base_dir: str, settings: dict, device_pref: list
     t0 = time.perf_counter()
     strategy_name = settings["strategy"]
     cfg = TrainConfig.model_validate({
-        "run": {"device_pref": device_pref, "max_steps": 10, "mixed_precision": "auto"},
+        "run": {"device_pref": device_pref, "max_steps": 10, "mixed_precision": "auto",
+                "micro_batch_size": point.micro_batch_size},
         "model": {"base": base_dir, "gradient_checkpointing": point.gradient_checkpointing,
                   "max_new_tokens": point.action_tokens,
                   "lora": {"enable": point.method != "full", "r": settings["lora_r"], "alpha": 2 * settings["lora_r"],
                            "dropout": settings["lora_dropout"], "target_modules": settings["lora_targets"]}},
         "finetune": {"method": point.method},
         "data": {"max_length": point.seq_len},
-        "strategy": {"name": strategy_name, "num_generations": 2, "prompts_per_step": 1,
+        "strategy": {"name": strategy_name, "num_generations": 2, "prompts_per_step": max(1, -(-point.sequences // 2)),
                      "kl_coef": settings["kl_coef"]},
         "engine": {"lr": 1e-6}})
     engine = PurePTEngine()
@@ -280,8 +286,10 @@ def _in_child(fn, *args):
 
 # ----------------------------------------------------------------------------- plans, fit
 def point_plan(point: Point, device: str, precision: str, settings: dict) -> MemoryPlan:
-    return MemoryPlan(method=point.method, device=device, precision=precision, sequences=point.sequences,
-                      seq_len=point.seq_len, action_tokens=point.action_tokens, gen_rows=0, gen_prompts=0,
+    rows = min(point.sequences, point.micro_batch_size or point.sequences)
+    return MemoryPlan(method=point.method, device=device, precision=precision, sequences=rows,
+                      batch_rows=point.sequences, seq_len=point.seq_len, action_tokens=point.action_tokens,
+                      gen_rows=0, gen_prompts=0,
                       gradient_checkpointing=point.gradient_checkpointing, lora_r=settings["lora_r"],
                       lora_targets=tuple(settings["lora_targets"]),
                       reference=settings["strategy"] == "ppo" or settings["kl_coef"] > 0,
@@ -374,6 +382,16 @@ def full_depth_point(shape: ModelShape, method: str, prod: MemoryPlan, device: s
             p = replace(p, seq_len=p.seq_len // 2, action_tokens=max(8, p.action_tokens // 2))
         else:
             return None
+
+
+def config_worst_point(cfg, shape: ModelShape, device: str, precision: str) -> Point:
+    """The worst step the config allows (what the resources gate judges: every row data.max_length tokens, every
+    turn of the longest episodes), at full depth, in the config's micro-batches."""
+    from rc1.gates.resources import multi_turn_mode
+
+    plan = plan_from_config(cfg, device=device, precision=precision, multi_turn=multi_turn_mode(cfg))
+    return Point(cfg.finetune.method, shape.layers, plan.batch_rows, plan.seq_len, plan.action_tokens,
+                 plan.gradient_checkpointing, warmup=device != "cpu", micro_batch_size=cfg.run.micro_batch_size)
 
 
 def production_results(shape: ModelShape, prod: dict[str, MemoryPlan], measured: list[dict],
@@ -502,6 +520,9 @@ def run(ws, quick: bool = False, *, shape: str = "qwen3-4b", methods: list[str] 
     points = [p for m in full_depth
               if (p := full_depth_point(full_shape, m, prod[m], dev, precision, settings, budget, cal))]
     points += calibration_points(full_shape, methods, quick, warmup=dev != "cpu")
+    worst_point = config_worst_point(run_cfg, full_shape, dev, precision)
+    if worst_point.method in methods:  # the step the resources gate judges for the config, as configured
+        points.insert(0, worst_point)
     skipped, failed, measured = [], [], []
     partial = ws.reports / "bench" / "memory.partial.json"  # the points so far, should a long run be cut off
     print(f"memory bench: {shape} ({full_shape.params / 1e9:.2f}B params) on {dev} ({precision}); "
@@ -531,8 +552,10 @@ def run(ws, quick: bool = False, *, shape: str = "qwen3-4b", methods: list[str] 
     if not measured:
         raise ConfigError(f"no point fits the budget of {budget / GB:.1f} GB; raise --budget-gb")
     fitted, residuals = fit_calibration(full_shape, measured, dev, precision, settings, cal)
-    worst = {m: plan_from_config(with_setting(run_cfg, "finetune.method", m), device=dev, precision=precision)
-             for m in methods}
+    from rc1.gates.resources import multi_turn_mode
+
+    worst = {m: plan_from_config(with_setting(run_cfg, "finetune.method", m), device=dev, precision=precision,
+                                 multi_turn=multi_turn_mode(run_cfg)) for m in methods}
 
     results = production_results(full_shape, prod, measured, fitted)
     out = {"area": "memory", "shape": full_shape.to_dict(), "device": dev, "precision": precision, "strategy": strategy,
@@ -543,6 +566,9 @@ def run(ws, quick: bool = False, *, shape: str = "qwen3-4b", methods: list[str] 
            "machine_memory_gb": round(machine / GB, 2), "budget_gb": round(budget / GB, 2),
            "model_build_or_verify_s": round(build_s, 1), "methods": results,
            "config_worst_case_gb": {m: round(estimate(full_shape, worst[m], fitted).peak_gb, 1) for m in methods},
+           "config_worst_case_measured": next(({"label": r["label"], "peak_gb": round(r["peak_gb"], 3),
+                                                "estimate_before_fit_gb": r["estimate_before_fit_gb"]}
+                                               for r in measured if Point(**r["point"]) == worst_point), None),
            "config_worst_case": f"what the resources gate judges: {worst[methods[0]].describe()} "
                                 f"({settings['episode_turns']} turns per episode, multi_turn {settings['multi_turn']})",
            "fit": {"calibration": asdict(fitted), "shipped_calibration": asdict(cal), "points": residuals},

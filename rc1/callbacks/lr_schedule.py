@@ -22,7 +22,7 @@ class LRScheduleCallback(BaseCallback):
 
     def on_train_start(self, recipe) -> None:
         e, r = recipe.cfg.engine, recipe.cfg.run
-        updates = math.ceil(r.max_steps / r.gradient_accumulation)
+        updates = math.ceil(recipe.cfg.schedule_steps / r.gradient_accumulation)
         log.info("lr schedule: %s, base lr %g, warmup %d of %d optimizer updates", e.lr_schedule, e.lr,
                  e.warmup_steps, updates)
         if e.warmup_steps >= updates:

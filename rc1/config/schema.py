@@ -93,9 +93,16 @@ class RunSection(Strict):
     save_steps: int = Field(500, ge=1)
     eval_steps: int = Field(1000, ge=1)
     max_steps: int = Field(2000, ge=1, description="steps this run trains for")
+    schedule_steps: int | None = Field(
+        None, ge=1, description="the LR schedule's horizon in steps (null: `steps` when set, else run.max_steps as "
+                                "the config gives it; `--max-steps` runs a chunk of that horizon and leaves it)")
     keep_last: int = Field(3, ge=1, description="step checkpoints kept besides best/")
     mixed_precision: Literal["auto", "fp16", "bf16", "fp32", "no"] = "auto"
     gradient_accumulation: int = Field(1, ge=1)
+    micro_batch_size: int | None = Field(
+        None, ge=1, description="rows per forward/backward; a step's rollout batch runs in micro-batches of this many "
+                                "rows whose gradients accumulate into the same optimizer step (null = the whole "
+                                "batch at once). Bounds the activation memory of a step (rc1.models.memory)")
     device_pref: list[Literal["mps", "cuda", "cpu"]] = Field(default_factory=lambda: ["mps", "cuda", "cpu"], min_length=1)
     log_file: str = "logs/train.log"
     tensorboard: bool = False
@@ -156,7 +163,8 @@ class StrategySection(Strict):
         0, ge=0, description="per step, at most this many fresh draws replace groups whose successes are all "
                              "equal (no correctness signal): DAPO's dynamic sampling")
     loss_type: Literal["token", "sequence", "dr_grpo"] = Field(
-        "token", description="policy-loss aggregation: token mean over the batch (TRL dapo), per-sequence mean "
+        "token", description="policy-loss aggregation: token mean over the accumulation window's tokens (TRL dapo), "
+                             "per-sequence mean "
                              "(TRL grpo), or sum / (B * max_new_tokens) (Dr. GRPO)")
     ppo_epochs: int = Field(1, ge=1)
     gamma: float = Field(1.0, ge=0, le=1)
@@ -625,12 +633,54 @@ class TrainConfig(Strict):
                 and self.strategy.name in ("grpo", "rloo", "ppo") and self.strategy.kl_coef == 0):
             raise ValueError("monitor.kl_control: adaptive needs strategy.kl_coef > 0 to adapt (it is 0); set a "
                              "starting kl_coef, or use kl_control: early_stop")
+        if self.strategy.ppo_epochs > 1 and self.engine.name == "pure_pt" and self.strategy.name != "ppo":
+            raise ValueError(f"strategy.ppo_epochs: {self.strategy.ppo_epochs} applies to strategy ppo on engine "
+                             f"pure_pt, which runs {self.strategy.name} with one update per rollout (its ratio is 1 by "
+                             "construction); use 1 (engine trl maps it to TRL's num_iterations)")
+        why = self.micro_batch_error(self.distributed.processes)
+        if why:
+            raise ValueError(why)
         dist_errors = self.distributed_errors(self.distributed.processes)
         if dist_errors:
             raise ValueError(dist_errors[0])
         if self.seeds and len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds {self.seeds} repeat a seed: each training run needs its own")
         return self
+
+    @property
+    def window_token_mean(self) -> bool:
+        """strategy.loss_type token over an accumulation window of several micro-steps: DAPO's token mean over the
+        whole window, which the pure_pt recipe makes by renormalising the window's gradients at its end."""
+        return (self.strategy.name in ("grpo", "rloo") and self.strategy.loss_type == "token"
+                and self.run.gradient_accumulation > 1)
+
+    @property
+    def rollout_rows(self) -> int:
+        """Episodes of one micro-step's rollout batch (SFT: its examples); split multi-turn episodes add rows."""
+        s = self.strategy
+        return s.prompts_per_step if s.name == "sft" else s.prompts_per_step * s.num_generations
+
+    def micro_batch_error(self, processes: int = 1) -> str | None:
+        """Why run.micro_batch_size cannot cut this config's batches (naming a value that works), or None."""
+        m = self.run.micro_batch_size
+        if m is None:
+            return None
+        rows = self.rollout_rows
+        what = ("strategy.prompts_per_step" if self.strategy.name == "sft"
+                else "strategy.prompts_per_step x strategy.num_generations")
+        if m > rows:
+            return (f"run.micro_batch_size: {m} exceeds the rollout batch of a step ({rows} rows = {what}); "
+                    f"use {rows} or less (or null for the whole batch at once)")
+        if self.strategy.name == "dpo" and m < 2:
+            return (f"run.micro_batch_size: {m} cannot hold a DPO pair (a chosen and a rejected episode go through "
+                    "one forward); use 2 or more")
+        if self.engine.name == "trl":
+            per_rank = rows * self.run.gradient_accumulation // max(1, processes)
+            works = [d for d in range(m, 0, -1) if per_rank % d == 0]
+            if per_rank % m:
+                return (f"run.micro_batch_size: {m} does not divide the {per_rank} rows TRL trains on per process and "
+                        f"optimizer step ({what} x run.gradient_accumulation / processes); use {works[0]}")
+        return None
 
     def distributed_errors(self, processes: int, label: str = "distributed.processes") -> list[str]:
         """Why this config cannot train on `processes` ranks (machine-independent rules; the machine's own are
@@ -653,6 +703,10 @@ class TrainConfig(Strict):
         if d.sharding != "none" and self.train_precision == "fp16":
             errs.append(f"distributed.sharding: {d.sharding} trains in bf16 or fp32 under rc1, not fp16 (its loss scaler "
                         "is not a sharded one); set distributed.mixed_precision: bf16")
+        if d.sharding.startswith("deepspeed") and self.engine.name == "pure_pt" and self.window_token_mean:
+            errs.append(f"distributed.sharding: {d.sharding} steps its optimizer inside the window's last backward, so "
+                        "strategy.loss_type token (a token mean over the whole accumulation window) cannot be "
+                        "normalised by the window's tokens; use sharding: fsdp2, or loss_type: sequence")
         if d.sharding != "none" and self.finetune.method == "qlora":
             errs.append(f"distributed.sharding: {d.sharding} cannot shard a 4-bit (qlora) base; use sharding: none "
                         "(DDP over the LoRA adapters) or finetune.method: lora")
@@ -692,6 +746,11 @@ class TrainConfig(Strict):
     @property
     def total_steps(self) -> int:
         return self.steps or self.run.max_steps
+
+    @property
+    def schedule_steps(self) -> int:
+        """The LR schedule's horizon in steps (run.schedule_steps, else total_steps)."""
+        return self.run.schedule_steps or self.total_steps
 
     @property
     def effective_target_kl(self) -> float | None:

@@ -16,7 +16,9 @@
   extra epoch), as torchtune's recipes/ppo_full_finetune_single_device.py does.
 
 A loss function is `loss_fn(policy, tensors) -> LossOutput(loss, metrics)`; `loss` is None when the
-step has nothing to learn from (a DPO batch without a preference pair).
+step has nothing to learn from (a DPO batch without a preference pair). The engine may call it on a
+micro-batch of the plan's rows (rc1.engines.microbatch, run.micro_batch_size): a loss normalises with the
+plan-wide counts the strategy put in the tensors, so the micro-batches' losses sum to the plan's.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class ForwardOutput(NamedTuple):
 class LossOutput(NamedTuple):
     loss: "torch.Tensor | None"
     metrics: Metrics
+    weight: float | None = None   # what the metrics average over in these tensors (None: their action tokens)
 
 
 @dataclass
@@ -116,7 +119,7 @@ class Engine(Protocol):
 
     def backward(self, plan: StepPlan, *, scale: float) -> Metrics: ...
 
-    def optimizer_step(self) -> Metrics: ...
+    def optimizer_step(self, *, grad_scale: float = 1.0) -> Metrics: ...
 
     def eval_step(self, items: list[dict], *, seed: int, max_new_tokens: int | None = None) -> Metrics: ...
 

@@ -2,9 +2,10 @@
 
 The recipe (rc1.training.recipe) drives it through rc1.engines.contract.Engine: `backward(plan,
 scale)` runs the plan's loss on the plan's tensors and back-propagates loss * scale (the recipe
-passes 1/gradient_accumulation); `optimizer_step()` unscales, clips, steps the optimizer and the
-scheduler and clears the gradients. Gradients accumulated but not yet applied are part of
-`state_dict()`, so a checkpoint taken mid-window resumes bit-exactly.
+passes 1/gradient_accumulation, times a token share for a window token mean), run.micro_batch_size rows
+at a time (rc1.engines.microbatch); `optimizer_step(grad_scale=)` unscales, renormalises the window's
+gradients, clips, steps the optimizer and the scheduler and clears the gradients. Gradients accumulated
+but not yet applied are part of `state_dict()`, so a checkpoint taken mid-window resumes bit-exactly.
 
 For RL strategies dropout is turned off (as TRL's `disable_dropout`): the forward that computes old
 log-probs and values is then the same function as the loss's, and PPO's ratio is exactly 1 at the
@@ -110,6 +111,7 @@ class PurePTEngine:
         self._inside_wrapper = False
         self._window_losses = 0      # micro-steps with a loss since the last optimizer step (data parallel)
         self.cfg = None
+        self.micro_batch_size: int | None = None
         self.model = None
         self.tokenizer = None
         self.reference_model = None
@@ -126,6 +128,7 @@ class PurePTEngine:
         import torch
 
         self.cfg = cfg
+        self.micro_batch_size = cfg.run.micro_batch_size  # rows per forward/backward (None: a plan at once)
         self.device = self.dist.device if self.dist.distributed else get_device(cfg.run.device_pref)
         self.amp_dtype = dtype_for(self.device, cfg.train_precision)
         # Master weights stay fp32; the forward runs under autocast in amp_dtype (on a CPU only when
@@ -191,7 +194,9 @@ class PurePTEngine:
         fused = self.device.type in ("cpu", "cuda") and not self.dist.distributed
         self.optimizer = torch.optim.AdamW(self.trainable_parameters(), lr=e.lr, weight_decay=e.weight_decay,
                                            fused=fused or None)
-        total_updates = math.ceil(self.cfg.run.max_steps / self.cfg.run.gradient_accumulation)
+        # the horizon is the planned run's (cfg.schedule_steps), not this chunk's --max-steps: a run trained in
+        # chunks decays as one run does
+        total_updates = math.ceil(self.cfg.schedule_steps / self.cfg.run.gradient_accumulation)
         total_updates *= self.cfg.strategy.ppo_epochs if self.cfg.strategy.name == "ppo" else 1
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(e.lr_schedule, e.warmup_steps, total_updates))
@@ -255,7 +260,7 @@ class PurePTEngine:
         if self.sharded and not self._inside_wrapper:  # FSDP2 / DeepSpeed gather their shards in the wrapper
             return self._under_wrapper(lambda: self.forward(input_ids, attention_mask, positions=positions,
                                                             reference=reference, hidden=hidden, entropy=entropy,
-                                                            temperature=temperature))
+                                                            temperature=temperature, top_p=top_p))
         if reference and self.is_peft:
             ctx, model = self.model.disable_adapter(), self.model
         elif reference:
@@ -434,49 +439,83 @@ class PurePTEngine:
     def backward(self, plan: StepPlan, *, scale: float, sync: bool = True) -> dict[str, float]:
         """Forward + the plan's loss + backward of loss * scale; the gradients stay until optimizer_step().
 
-        Data parallel: `sync=False` accumulates locally (no_sync); the window's last micro-step syncs. A rank
+        Micro-batches (run.micro_batch_size, rc1.engines.microbatch): the plan's rows go through forward and
+        backward `micro_batch_size` at a time; the strategies normalise with the whole plan's counts, so the
+        micro-batches' losses sum to the plan's loss and their gradients to its gradient. `loss` in the
+        metrics is that sum; the other metrics are the micro-batches' values averaged by their weight.
+
+        Data parallel: `sync=False` accumulates locally (no_sync); the window's last micro-batch syncs. A rank
         whose batch has no loss back-propagates a zero through every parameter, so the ranks' all-reduces
         still match up."""
+        from rc1.engines.microbatch import combine_metrics, micro_batches
+
         self._ensure_optimizer()
         self.model.train()
-        with self._sync_context(sync):
-            loss, metrics, has_loss = self._under_wrapper(lambda: self._loss(plan))
-            metrics = dict(metrics)
-            if loss is not None:
-                scaled = loss * scale
-                if self.scaler is not None:
-                    self.scaler.scale(scaled).backward()
-                elif self.dist.sharding in DEEPSPEED:
-                    acc = self.dist.accelerator()
-                    acc.gradient_state._set_sync_gradients(sync)  # DeepSpeed steps its optimizer when it syncs
-                    acc.backward(scaled, scale_wrt_gas=False)
-                else:
-                    scaled.backward()
-            metrics["loss"] = float(loss.detach()) if has_loss else None
+        parts = list(micro_batches(plan.tensors, self.micro_batch_size))
+        total, has_any, collected = 0.0, False, []
+        for i, tensors in enumerate(parts):
+            last_sync = sync and i == len(parts) - 1
+            with self._sync_context(last_sync):
+                loss, metrics, has_loss, weight = self._under_wrapper(lambda: self._loss(plan, tensors))
+                if loss is not None:
+                    self._backprop(loss * scale, last_sync)
+                if has_loss:
+                    total += float(loss.detach())
+                    has_any = True
+                collected.append((dict(metrics), weight))
+                del loss
+        metrics = combine_metrics(collected)
+        metrics["loss"] = total if has_any else None
         metrics["mem_used_mb"] = memory_used_mb(self.device)
         return metrics
 
-    def _loss(self, plan: StepPlan):
-        """(loss, metrics, whether the plan had a loss). Data parallel: a missing loss becomes a zero through
-        every trainable parameter."""
-        loss, metrics = plan.loss_fn(self, plan.tensors)
+    def _backprop(self, scaled, sync: bool) -> None:
+        if self.scaler is not None:
+            self.scaler.scale(scaled).backward()
+        elif self.dist.sharding in DEEPSPEED:
+            acc = self.dist.accelerator()
+            acc.gradient_state._set_sync_gradients(sync)  # DeepSpeed steps its optimizer when it syncs
+            acc.backward(scaled, scale_wrt_gas=False)
+        else:
+            scaled.backward()
+
+    def _loss(self, plan: StepPlan, tensors):
+        """(loss, metrics, whether the plan had a loss, the metrics' weight) of one micro-batch. Data parallel:
+        a missing loss becomes a zero through every trainable parameter."""
+        out = plan.loss_fn(self, tensors)
+        loss, metrics = out.loss, out.metrics
+        weight = out.weight
+        if weight is None:
+            mask = tensors.get("action_mask")
+            weight = float(mask.sum()) if mask is not None else 1.0
         if loss is not None:
             self._window_losses += 1
-            return loss, metrics, True
+            return loss, metrics, True, weight
         if self.dist.distributed:
             loss = sum((p * 0.0).sum() for p in self.trainable_parameters())
-        return loss, metrics, False
+        return loss, metrics, False, weight
 
     def _sync_context(self, sync: bool):
         if self.wrapped is None or sync or self.dist.sharding in DEEPSPEED:
             return contextlib.nullcontext()
         return self.dist.accelerator().no_sync(self.wrapped)
 
-    def optimizer_step(self) -> dict[str, float]:
+    def optimizer_step(self, *, grad_scale: float = 1.0) -> dict[str, float]:
+        """Unscale, multiply the accumulated gradients by `grad_scale` (the recipe's window normalisation, see
+        TrainingRecipe.window_grad_scale), clip, step the optimizer and the scheduler, clear the gradients."""
         import torch
 
         self._ensure_optimizer()
         params = self.trainable_parameters()
+        if grad_scale != 1.0:
+            if self.dist.sharding in DEEPSPEED:
+                raise RuntimeError("DeepSpeed steps its optimizer inside backward: a window's gradients cannot be "
+                                   "renormalised; use strategy.loss_type sequence or dr_grpo, or distributed.sharding "
+                                   "fsdp2")
+            with torch.no_grad():
+                for p in params:
+                    if p.grad is not None:
+                        p.grad.mul_(grad_scale)
         if self.dist.distributed:
             # No rank had a loss in this window: one process would have no gradient at all (not zeros), and
             # AdamW skips a parameter without one; drop the zeros the ranks exchanged.

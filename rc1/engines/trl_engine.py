@@ -90,6 +90,19 @@ class TRLEngine:
         self.dataset = Dataset.from_list(rows)
         self.trainer = self._build_trainer()
 
+    def batch_args(self) -> dict:
+        """run.micro_batch_size on TRL's own knobs. An optimizer step trains on the rows of
+        run.gradient_accumulation rollout batches (prompts_per_step x num_generations each) over all
+        processes; TRL generates them as one generation batch (generation_batch_size = per-device batch x
+        processes x gradient_accumulation_steps, its default steps_per_generation) and trains on them
+        `per_device_train_batch_size` rows per forward/backward. So the micro-batch is the per-device batch and
+        the accumulation steps make up the rest: the same prompts per optimizer step, whatever the micro-batch
+        (the config refuses a micro-batch that does not divide a process's rows)."""
+        s, r = self.cfg.strategy, self.cfg.run
+        per_rank = s.prompts_per_step * s.num_generations * r.gradient_accumulation // self.dist.world_size
+        micro = r.micro_batch_size or s.prompts_per_step * s.num_generations
+        return {"per_device_train_batch_size": micro, "gradient_accumulation_steps": per_rank // micro}
+
     def _training_args(self):
         import torch
 
@@ -100,8 +113,7 @@ class TRLEngine:
             lr_scheduler_type={"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}[e.lr_schedule],
             max_grad_norm=e.max_grad_norm, max_steps=r.max_steps, logging_steps=1, report_to="none",
             save_strategy="steps" if self.hooks.save else "no", save_steps=r.save_steps, save_only_model=False,
-            per_device_train_batch_size=s.prompts_per_step * s.num_generations,
-            gradient_accumulation_steps=r.gradient_accumulation // self.dist.world_size,  # the same prompts per step on N ranks
+            **self.batch_args(),
             num_generations=s.num_generations, max_completion_length=cfg.model.max_new_tokens,
             temperature=cfg.model.temperature, top_p=cfg.model.top_p, beta=s.kl_coef, epsilon=e.clip_coef,
             num_iterations=s.ppo_epochs, shuffle_dataset=False, dataloader_num_workers=0, disable_tqdm=True,

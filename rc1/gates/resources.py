@@ -80,7 +80,7 @@ def _support_check(cfg, machine: Machine) -> Check:
                  "; ".join(problems) if problems else f"finetune.method {cfg.finetune.method} runs on {machine.device}")
 
 
-def _multi_turn_mode(cfg) -> str:
+def multi_turn_mode(cfg) -> str:
     """strategy.multi_turn as training will resolve it: `auto` reads the chat template (split_turns where it
     rewrites history, as Qwen3's does; concat otherwise), and stays the worst case (split_turns) when the
     tokenizer cannot be loaded offline."""
@@ -115,7 +115,7 @@ def _memory_check(cfg, machine: Machine, fraction: float) -> Check:
         return Check.not_measurable(MEMORY_CHECK, threshold,
                                     f"the shape of model.base {cfg.model.base!r} is not known offline (no local "
                                     "config.json, not in the HF cache, not in rc1.models.shapes' table)")
-    mode = _multi_turn_mode(cfg)
+    mode = multi_turn_mode(cfg)
     plan = plan_from_config(cfg, device=machine.device, precision=machine.precision, multi_turn=mode)
     est = estimate(shape, plan)
     peak = round(est.peak_gb, 1)
@@ -126,7 +126,7 @@ def _memory_check(cfg, machine: Machine, fraction: float) -> Check:
     methods = ("lora", "qlora") if qlora_error(machine.device) is None else ("lora",)
     knobs = knobs_that_fit(cfg, shape, device=machine.device, precision=machine.precision, budget_bytes=budget,
                            methods=methods, multi_turn=mode)
-    fix = ("fits with: " + "; ".join(str(k) for k in knobs)) if knobs else "no change of method, generations, " \
+    fix = ("fits with: " + "; ".join(str(k) for k in knobs)) if knobs else "no change of micro-batch, method, generations, " \
         "completion length, turns or checkpointing makes it fit this machine"
     return Check(MEMORY_CHECK, peak, threshold, False,
                  f"estimated {peak} GB does not fit {machine.label} (budget {budget / GB:.1f} GB); {fix}. {detail}")

@@ -83,7 +83,8 @@ class MemoryPlan:
     method: str                      # full | lora | qlora
     device: str = "cpu"              # cpu | cuda | mps
     precision: str = "fp32"          # compute dtype: fp32, or bf16 / fp16 autocast over fp32 master weights
-    sequences: int = 16              # rows of the training batch
+    sequences: int = 16              # rows of one forward/backward (a micro-batch, run.micro_batch_size)
+    batch_rows: int = 0              # rows of the step's whole training batch (0: the same as sequences)
     seq_len: int = 4096              # tokens per row (the batch is padded to its longest row)
     action_tokens: int = 1024        # generated tokens per row (the positions whose log-probs train)
     gen_rows: int = 16               # rows decoded together in the rollout
@@ -97,7 +98,9 @@ class MemoryPlan:
     temperature_copy: bool = False   # model.temperature != 1: the logits are divided (one more copy)
 
     def describe(self) -> str:
-        return (f"{self.method}, {self.sequences} rows x {self.seq_len} tokens ({self.action_tokens} generated), "
+        rows = (f"{self.sequences} rows per micro-batch of {self.batch_rows}" if self.batch_rows > self.sequences
+                else f"{self.sequences} rows")
+        return (f"{self.method}, {rows} x {self.seq_len} tokens ({self.action_tokens} generated), "
                 f"{self.precision} on {self.device}, gradient checkpointing {'on' if self.gradient_checkpointing else 'off'}")
 
 
@@ -241,11 +244,14 @@ def plan_from_config(cfg: "TrainConfig", *, device: str, precision: str, multi_t
         per_episode, action = 1, min(m.max_new_tokens * turns, cfg.data.max_length - 1)
     else:
         per_episode, action = turns, min(m.max_new_tokens, cfg.data.max_length - 1)
-    sequences = {"dpo": 2 * s.prompts_per_step * per_episode, "sft": s.prompts_per_step}.get(
+    batch_rows = {"dpo": 2 * s.prompts_per_step * per_episode, "sft": s.prompts_per_step}.get(
         s.name, episodes * per_episode)
+    # run.micro_batch_size rows go through forward/backward at a time (a DPO pair's rows are never cut)
+    micro = cfg.run.micro_batch_size
+    sequences = batch_rows if micro is None else min(batch_rows, max(micro, 2 * per_episode if s.name == "dpo" else 1))
     reference = s.name in ("ppo", "dpo") or s.kl_coef > 0 or cfg.effective_target_kl is not None
     return MemoryPlan(
-        method=cfg.finetune.method, device=device, precision=precision, sequences=sequences,
+        method=cfg.finetune.method, device=device, precision=precision, sequences=sequences, batch_rows=batch_rows,
         seq_len=cfg.data.max_length, action_tokens=action, gen_rows=episodes if s.name in ROLLOUT_STRATEGIES else 0,
         gen_prompts=s.prompts_per_step, gradient_checkpointing=m.gradient_checkpointing, lora_r=m.lora.r,
         lora_targets=tuple(m.lora.target_modules), reference=reference and s.name != "sft",
@@ -264,8 +270,8 @@ class Knob:
 
 def knobs_that_fit(cfg: "TrainConfig", shape: ModelShape, *, device: str, precision: str, budget_bytes: float,
                    methods: tuple[str, ...] = ("lora", "qlora"), multi_turn: str | None = None) -> list[Knob]:
-    """Config changes that bring the estimate within `budget_bytes`, most preferred first: LoRA/QLoRA
-    instead of full, fewer generations, shorter completions, gradient checkpointing; for each knob
+    """Config changes that bring the estimate within `budget_bytes`, most preferred first: a smaller
+    micro-batch (the same training, less memory), LoRA/QLoRA instead of full, fewer generations, shorter completions, gradient checkpointing; for each knob
     the mildest setting that fits on its own. When no single knob fits: one combination, taking each
     knob in that order as far as needed (empty when even that does not fit)."""
     def peak(c) -> float:
@@ -275,6 +281,7 @@ def knobs_that_fit(cfg: "TrainConfig", shape: ModelShape, *, device: str, precis
     cheaper = [x for x in order if x in methods and order.index(x) > order.index(cfg.finetune.method)]
     s, m = cfg.strategy, cfg.model
     options: list[tuple[str, list]] = [
+        ("run.micro_batch_size", _micro_batches(cfg)),
         ("finetune.method", cheaper),
         ("strategy.num_generations", list(range(s.num_generations - 1, 1, -1))),
         ("strategy.prompts_per_step", list(range(s.prompts_per_step - 1, 0, -1))),
@@ -302,6 +309,12 @@ def knobs_that_fit(cfg: "TrainConfig", shape: ModelShape, *, device: str, precis
         if peak(combo) <= budget_bytes:
             return [Knob(", ".join(changes), peak(combo) / GB)]
     return []
+
+
+def _micro_batches(cfg: "TrainConfig") -> list[int]:
+    """run.micro_batch_size values below the current one (or the whole batch) that the config accepts, largest first."""
+    top = min(cfg.run.micro_batch_size or cfg.rollout_rows + 1, cfg.rollout_rows + 1)
+    return [m for m in range(top - 1, 0, -1) if with_setting(cfg, "run.micro_batch_size", m).micro_batch_error() is None]
 
 
 def _fmt(v) -> str:

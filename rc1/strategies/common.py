@@ -133,6 +133,23 @@ def sampler_metrics(sample_logp, old_logp, mask, is_weight=None) -> dict[str, fl
     return out
 
 
+def forward_rows(policy: Policy, t: dict, micro_batch_size: int | None, **kwargs):
+    """policy.forward over the plan's rows (no gradient), `micro_batch_size` rows at a time, the outputs
+    concatenated: the plan's old / reference log-probs (and PPO's values) then never hold more activations than
+    one micro-batch's, as the loss's forward/backward does (rc1.engines.microbatch)."""
+    import torch
+
+    from rc1.engines.contract import ForwardOutput
+    from rc1.engines.microbatch import row_slices
+
+    parts = [policy.forward(t["input_ids"][s], t["attention_mask"][s], positions=t["action_mask"][s], **kwargs)
+             for s in row_slices(t, micro_batch_size)]
+    if len(parts) == 1:
+        return parts[0]
+    return ForwardOutput(*(None if parts[0][i] is None else torch.cat([p[i] for p in parts])
+                           for i in range(len(ForwardOutput._fields))))
+
+
 def sampling_kwargs(cfg) -> dict:
     """The sampling distribution's settings, which `Policy.forward` must score sampled tokens under."""
     return {"temperature": cfg.model.temperature, "top_p": cfg.model.top_p}

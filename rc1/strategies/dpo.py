@@ -16,7 +16,8 @@ every strategy; `sampler_mismatch_kl` as for GRPO (DPO's loss has no per-token t
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
+from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+                                   sampling_kwargs)
 from rc1.strategies.rl_math import dpo_loss, k3_kl, masked_mean
 
 PAIR_MIN_GAP = 1e-6
@@ -57,11 +58,12 @@ class DPOStrategy:
         metrics = {**ro.stats, "dpo/pairs": len(pairs)}
         if not pairs:
             return StepPlan(tensors={}, loss_fn=self.loss, rollout=ro, metrics=metrics)
-        order = [c for c, _ in pairs] + [r for _, r in pairs]
+        order = [e for pair in pairs for e in pair]  # chosen, rejected, chosen, ...: a pair's rows are consecutive
         t = collate(self.policy, [ro.episodes[i] for i in order])
+        t["unit"] = t["episode"] // 2  # a micro-batch never cuts a pair (rc1.engines.microbatch)
         with torch.no_grad():
-            t["ref_logp"] = self.policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"],
-                                                reference=True, **sampling_kwargs(self.cfg)).logp
+            t["ref_logp"] = forward_rows(self.policy, t, self.cfg.run.micro_batch_size, reference=True,
+                                         **sampling_kwargs(self.cfg)).logp
         t["n_pairs"] = len(pairs)
         return StepPlan(tensors=t, loss_fn=self.loss, rollout=ro, metrics=metrics)
 
@@ -72,9 +74,11 @@ class DPOStrategy:
             return LossOutput(None, {"kl": None, "ratio": None, "clip_frac": 0.0, "entropy": None})
         out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True,
                              **sampling_kwargs(self.cfg))
-        logp, mask, n = out.logp, t["action_mask"], t["n_pairs"]
-        loss, margin, delta = dpo_loss(logp, t["ref_logp"], mask, n, self.beta, episode=t["episode"])
-        with torch.no_grad():  # episodes 0..n-1 chosen, n..2n-1 rejected
+        logp, mask = out.logp, t["action_mask"]
+        n = (int(t["episode"].max()) + 1) // 2  # the pairs of this micro-batch; n_pairs: the plan's
+        loss, margin, delta = dpo_loss(logp, t["ref_logp"], mask, n, self.beta, episode=t["episode"],
+                                       interleaved=True, total_pairs=t["n_pairs"])
+        with torch.no_grad():  # episode 2k is pair k's chosen one, 2k + 1 its rejected one
             delta = delta.detach()
             metrics = {"kl": float(masked_mean(k3_kl(logp.detach(), t["ref_logp"]), mask)),
                        "ratio": float(masked_mean(torch.exp(delta), mask)),
@@ -82,7 +86,7 @@ class DPOStrategy:
                        "entropy": float(masked_mean(out.entropy, mask)),
                        "dpo/margin": float(margin.mean()), "dpo/accuracy": float((margin > 0).float().mean())}
             metrics.update(sampler_metrics(t.get("sample_logp"), logp.detach(), mask))
-        return LossOutput(loss, metrics)
+        return LossOutput(loss, metrics, weight=float(n))  # the metrics of micro-batches average by pairs
 
     def state_dict(self) -> dict:
         return {}

@@ -1,6 +1,7 @@
 """GRPO: group-relative advantages over `num_generations` completions of each prompt.
 
-    A_i    = scale_i * (r_i - mean(group)) / std          std: strategy.scale_rewards (group | batch | none)
+    A_i    = scale_i * (r_i - mean(group)) / std          std: strategy.scale_rewards (group | batch | none),
+                                                         then re-centred per group (rl_math.scale_group_advantages)
     loss   = aggregate over action tokens of  max(-A r_t, -A clip(r_t, 1-c, 1+c)) + beta * KL_t
     r_t    = pi(a_t) / pi_old(a_t),   KL_t = k3 estimator toward the reference policy
 
@@ -24,8 +25,10 @@ episode's advantage.
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
-from rc1.strategies.rl_math import grpo_advantages, grpo_token_loss, masked_mean, truncated_is_weight
+from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+                                   sampling_kwargs)
+from rc1.strategies.rl_math import (grpo_advantages, grpo_token_loss, masked_mean, scale_group_advantages, token_weights,
+                                   truncated_is_weight)
 
 
 class GRPOStrategy:
@@ -61,13 +64,15 @@ class GRPOStrategy:
 
         tensors = collate(self.policy, ro.episodes)
         adv = self.advantages(torch.tensor(ro.rewards, dtype=torch.float32))
-        adv = adv * torch.tensor(ro.advantage_scales, dtype=torch.float32)
+        adv = scale_group_advantages(adv, torch.tensor(ro.advantage_scales, dtype=torch.float32), self.group_size)
         tensors["advantages"] = self.policy.to_device(adv)[tensors["episode"]]  # one per row
+        # the loss type's normalisation over the whole plan, so micro-batches of its rows sum to its loss
+        tensors["token_weight"] = token_weights(tensors["action_mask"], self.cfg.strategy.loss_type,
+                                                self.cfg.model.max_new_tokens, episode=tensors["episode"])
         if self.measure_kl:
             with torch.no_grad():
-                tensors["ref_logp"] = self.policy.forward(tensors["input_ids"], tensors["attention_mask"],
-                                                          positions=tensors["action_mask"], reference=True,
-                                                          **self.forward_kwargs()).logp
+                tensors["ref_logp"] = forward_rows(self.policy, tensors, self.cfg.run.micro_batch_size, reference=True,
+                                                   **self.forward_kwargs()).logp
         return StepPlan(tensors=tensors, loss_fn=self.loss, rollout=ro, metrics=dict(ro.stats))
 
     def loss(self, policy: Policy, t: dict) -> LossOutput:
@@ -76,15 +81,13 @@ class GRPOStrategy:
         out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True,
                              **self.forward_kwargs())
         logp, mask = out.logp, t["action_mask"]
-        old = t.get("old_logp")
-        if old is None:
-            old = t["old_logp"] = logp.detach()
+        old = logp.detach()  # one update per rollout (strategy.ppo_epochs 1): pi_old is the current policy
         is_weight = None
         if "sample_logp" in t and self.is_cap is not None:
             is_weight = truncated_is_weight(old, t["sample_logp"], self.is_cap)
         loss, pg, kl, ratio = grpo_token_loss(logp, old, t["advantages"], mask, self.clip, self.beta, t.get("ref_logp"),
                                               self.cfg.strategy.loss_type, self.cfg.model.max_new_tokens,
-                                              is_weight=is_weight, episode=t["episode"])
+                                              is_weight=is_weight, episode=t["episode"], weight=t.get("token_weight"))
         with torch.no_grad():
             clipped = ((ratio < 1 - self.clip) | (ratio > 1 + self.clip)).float()
             metrics = {"kl": None if kl is None else float(masked_mean(kl, mask)),

@@ -25,8 +25,9 @@
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import ScoredRollout, collate, rollout_and_score, sampler_metrics, sampling_kwargs
-from rc1.strategies.rl_math import (gae, k3_kl, masked_mean, ppo_losses, truncated_is_weight,
+from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+                                   sampling_kwargs)
+from rc1.strategies.rl_math import (gae, k3_kl, masked_mean, ppo_losses, token_weights, truncated_is_weight,
                                    whiten)
 
 VALUE_HEAD = "value_head"
@@ -72,9 +73,11 @@ class PPOStrategy:
         t = collate(self.policy, ro.episodes)
         mask, episode = t["action_mask"], t["episode"]
         with torch.no_grad():
-            cur = self.policy.forward(t["input_ids"], t["attention_mask"], positions=mask, hidden=True, **kw)
-            ref = self.policy.forward(t["input_ids"], t["attention_mask"], positions=mask, reference=True, **kw).logp
+            micro = self.cfg.run.micro_batch_size
+            cur = forward_rows(self.policy, t, micro, hidden=True, **kw)
+            ref = forward_rows(self.policy, t, micro, reference=True, **kw).logp
             old_logp, old_values = cur.logp, self.values(cur.hidden)
+            del cur
             kl_tok = (old_logp - ref) * mask
             token_rewards = -self.kl_coef * kl_tok
             last = (mask * torch.arange(mask.shape[1], device=mask.device)).argmax(1)
@@ -90,7 +93,9 @@ class PPOStrategy:
             ref_kl = float(masked_mean(k3_kl(old_logp, ref), mask))
             if "sample_logp" in t and self.is_cap is not None:
                 t["is_weight"] = truncated_is_weight(old_logp, t["sample_logp"], self.is_cap)
-        t.update(old_logp=old_logp, old_values=old_values, advantages=adv, returns=returns, ref_logp=ref)
+        # token means over the whole plan (rc1.engines.microbatch: micro-batches of its rows sum to its loss)
+        t.update(old_logp=old_logp, old_values=old_values, advantages=adv, returns=returns, ref_logp=ref,
+                 token_weight=token_weights(mask))
         return StepPlan(tensors=t, loss_fn=self.loss, epochs=s.ppo_epochs, rollout=ro,
                         metrics={**ro.stats, "kl_coef": self.kl_coef, "rollout_kl": ref_kl})
 
@@ -104,10 +109,11 @@ class PPOStrategy:
         values = self.values(out.hidden)
         loss, pg, vf, ratio = ppo_losses(logp, t["old_logp"], t["advantages"], values, t["old_values"], t["returns"],
                                          mask, clip=self.clip, cliprange_value=s.cliprange_value, vf_coef=s.vf_coef,
-                                         is_weight=t.get("is_weight"))
+                                         is_weight=t.get("is_weight"), weight=t.get("token_weight"))
         ent = out.entropy
-        if s.entropy_coef:
-            loss = loss - s.entropy_coef * masked_mean(ent, mask)
+        if s.entropy_coef:  # the plan's token mean (tensors without token_weight are a whole plan)
+            w = t.get("token_weight")
+            loss = loss - s.entropy_coef * (masked_mean(ent, mask) if w is None else (ent * w).sum())
         with torch.no_grad():
             lp = logp.detach()
             clipped = ((ratio < 1 - self.clip) | (ratio > 1 + self.clip)).float()

@@ -9,12 +9,15 @@ Group advantages (GRPO / RLOO), G completions per prompt, consecutive in the bat
     rloo   A_i = r_i - mean_{j != i} r_j
 Each advantage is then multiplied by its episode's `advantage_scale` (the difficulty bonus
 1 + beta*(I[hard] - I[easy]), times reward.unstable_downweight when the judge's grade of the episode was
-unstable): a factor on the rewards of a whole group would cancel in the z-score.
+unstable): a factor on the rewards of a whole group would cancel in the z-score. The scaled advantages are
+re-centred per group (scale_group_advantages), so a down-weighted episode leaves its group summing to zero.
 
 Clipped policy-gradient loss per token (PPO / GRPO), ratio rho = exp(logp - old_logp):
     l_t = max(-A rho, -A clip(rho, 1 - c, 1 + c))  (+ beta * KL_t)
 aggregated as ("loss_type", as in TRL):
-    token      sum over all action tokens of the batch / their number            (TRL "dapo"/"bnpo")
+    token      sum over all action tokens of the batch / their number            (TRL "dapo": the recipe
+                                                                                 renormalises an accumulation
+                                                                                 window by ITS token count)
     sequence   mean over sequences of each sequence's token mean                 (TRL "grpo")
     dr_grpo    sum over all action tokens / (B * max_new_tokens)                 (TRL "dr_grpo")
 
@@ -88,6 +91,17 @@ def rloo_advantages(rewards, group_size: int):
     return (g - baseline).reshape(-1)
 
 
+def scale_group_advantages(advantages, scales, group_size: int):
+    """Each episode's advantage times its scale, re-centred so every group still sums to zero.
+
+    A group's advantages sum to zero (GRPO, RLOO); the difficulty factor is the same for a whole group and keeps
+    that, but the unstable-grade down-weight scales single episodes and would not: the group would push the
+    policy's log-probs of ALL its completions down (or up) on average. Re-centring removes that drift and keeps
+    the down-weighted episode's smaller share:  A'_i = s_i A_i - mean_{j in group} s_j A_j."""
+    g = (advantages * scales).view(-1, group_size)
+    return (g - g.mean(1, keepdim=True)).reshape(-1)
+
+
 def clipped_pg(logp, old_logp, advantages, clip: float):
     """Per-token clipped surrogate loss and ratio. advantages: [B] (one per sequence) or [B, T]."""
     import torch
@@ -122,6 +136,25 @@ def aggregate(per_token, mask, loss_type: LossType = "token", max_new_tokens: in
     raise ValueError(f"loss_type {loss_type!r}: expected token, sequence or dr_grpo")
 
 
+def token_weights(mask, loss_type: LossType = "token", max_new_tokens: int | None = None, episode=None):
+    """Per-token weights [B, T] with aggregate(x, mask, ...) == (x * weights).sum() for any per-token x.
+
+    Computed once over a whole plan, they let its rows go through forward/backward in micro-batches
+    (rc1.engines.microbatch): each micro-batch's (x * weights).sum() is its exact share of the plan's loss."""
+    if loss_type == "token":
+        return mask / mask.sum().clamp(min=1.0)
+    if loss_type == "sequence":
+        counts = per_episode_sum(mask.sum(1), episode)
+        row_counts = counts if episode is None else counts[episode]
+        return mask / (row_counts.clamp(min=1.0) * counts.shape[0]).unsqueeze(1)
+    if loss_type == "dr_grpo":
+        if not max_new_tokens:
+            raise ValueError("loss_type dr_grpo needs max_new_tokens")
+        episodes = mask.shape[0] if episode is None else int(episode.max()) + 1
+        return mask / (episodes * max_new_tokens)
+    raise ValueError(f"loss_type {loss_type!r}: expected token, sequence or dr_grpo")
+
+
 def truncated_is_weight(old_logp, sample_logp, cap: float):
     """Per-token min(pi_old / pi_sampler, cap): the sampler-mismatch correction (module docstring)."""
     import torch
@@ -138,19 +171,24 @@ class GRPOLoss(NamedTuple):
 
 def grpo_token_loss(logp, old_logp, advantages, mask, clip: float, beta: float = 0.0, ref_logp=None,
                     loss_type: LossType = "token", max_new_tokens: int | None = None, *, is_weight=None,
-                    episode=None) -> GRPOLoss:
+                    episode=None, weight=None) -> GRPOLoss:
     """GRPO's loss on per-token log-probs [B, T], one advantage per row [B], action mask [B, T].
 
-    loss_type "token" equals TRL's "bnpo" (and "dapo" when a generation batch is one micro-batch);
+    loss_type "token" is a token mean over these rows; over an accumulation window the recipe renormalises the
+    gradients by the window's tokens (TrainingRecipe.window_grad_scale), which makes it TRL's "dapo";
     "sequence" is TRL's "grpo"; "dr_grpo" is TRL's "dr_grpo" (tests/training/test_losses_vs_trl.py).
     The KL term is beta * k3 without TRL 1.16's importance-ratio factor (use_bias_correction_kl):
     the same loss value on-policy, a different KL gradient off-policy. `is_weight` (truncated
-    importance weights, see truncated_is_weight) multiplies the policy-gradient term per token."""
+    importance weights, see truncated_is_weight) multiplies the policy-gradient term per token. `weight`
+    (token_weights over a whole plan) replaces the aggregation: the loss is then (per_token * weight).sum(),
+    this micro-batch's share of the plan's loss."""
     pg, ratio = clipped_pg(logp, old_logp, advantages, clip)
     if is_weight is not None:
         pg = pg * is_weight
     kl = k3_kl(logp, ref_logp) if ref_logp is not None else None
     per_token = pg + beta * kl if (kl is not None and beta > 0) else pg
+    if weight is not None:
+        return GRPOLoss((per_token * weight).sum(), pg, kl, ratio)
     return GRPOLoss(aggregate(per_token, mask, loss_type, max_new_tokens, episode=episode), pg, kl, ratio)
 
 
@@ -162,12 +200,15 @@ class PPOLosses(NamedTuple):
 
 
 def ppo_losses(logp, old_logp, advantages, values, old_values, returns, mask, *, clip: float,
-               cliprange_value: float, vf_coef: float, is_weight=None) -> PPOLosses:
-    """PPO's clipped policy loss and clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2), token means."""
+               cliprange_value: float, vf_coef: float, is_weight=None, weight=None) -> PPOLosses:
+    """PPO's clipped policy loss and clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2), token means
+    (with `weight`, token_weights of the whole plan: this micro-batch's share of the plan's token means)."""
     pg, ratio = clipped_pg(logp, old_logp, advantages, clip)
     if is_weight is not None:
         pg = pg * is_weight
     vf = clipped_value_loss(values, old_values, returns, cliprange_value)
+    if weight is not None:
+        return PPOLosses((pg * weight).sum() + vf_coef * (vf * weight).sum(), pg, vf, ratio)
     return PPOLosses(masked_mean(pg, mask) + vf_coef * masked_mean(vf, mask), pg, vf, ratio)
 
 
@@ -215,15 +256,19 @@ class DPOLoss(NamedTuple):
     delta: Any    # [rows, T] masked per-token log pi - log ref
 
 
-def dpo_loss(logp, ref_logp, mask, n_pairs: int, beta: float, episode=None) -> DPOLoss:
-    """Sigmoid DPO loss; episodes 0..n-1 are the chosen ones, n..2n-1 their rejected partners (a split
-    episode's rows are summed into its episode). Sequence log-probs: sums over the action mask."""
+def dpo_loss(logp, ref_logp, mask, n_pairs: int, beta: float, episode=None, *, interleaved: bool = False,
+             total_pairs: int | None = None) -> DPOLoss:
+    """Sigmoid DPO loss; episodes 0..n-1 are the chosen ones, n..2n-1 their rejected partners (`interleaved`:
+    episode 2k is pair k's chosen one, 2k+1 its rejected one; a split episode's rows are summed into its
+    episode). Sequence log-probs: sums over the action mask. The mean over pairs divides by `total_pairs`
+    when given (a micro-batch of a plan with that many pairs: its share of the plan's loss), else by n_pairs."""
     import torch.nn.functional as F
 
     delta = (logp - ref_logp) * mask
     seq = per_episode_sum(delta.sum(1), episode)
-    margin = seq[:n_pairs] - seq[n_pairs:]
-    return DPOLoss(-F.logsigmoid(beta * margin).mean(), margin, delta)
+    margin = seq[0::2] - seq[1::2] if interleaved else seq[:n_pairs] - seq[n_pairs:]
+    losses = -F.logsigmoid(beta * margin)
+    return DPOLoss(losses.sum() / (total_pairs or n_pairs), margin, delta)
 
 
 class AdaptiveKLController:

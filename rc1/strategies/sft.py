@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
 from rc1.strategies.common import collate
-from rc1.strategies.rl_math import masked_mean
+from rc1.strategies.rl_math import masked_mean, token_weights
 
 
 class SFTStrategy:
@@ -48,7 +48,9 @@ class SFTStrategy:
     def plan(self, batch: Batch, rollout: None = None) -> StepPlan:
         examples = [self.example(it) for it in batch.items]
         n = len(examples)
-        return StepPlan(tensors=collate(self.policy, examples), loss_fn=self.loss,
+        tensors = collate(self.policy, examples)
+        tensors["token_weight"] = token_weights(tensors["action_mask"])  # the whole plan's token mean
+        return StepPlan(tensors=tensors, loss_fn=self.loss,
                         metrics={"completion_len": sum(sum(e.action_mask) for e in examples) / n, "reward": None})
 
     def loss(self, policy: Policy, t: dict) -> LossOutput:
@@ -56,7 +58,8 @@ class SFTStrategy:
 
         out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
         mask = t["action_mask"]
-        loss = masked_mean(-out.logp, mask)
+        w = t.get("token_weight")  # this micro-batch's share of the plan's token mean (absent: a whole plan)
+        loss = masked_mean(-out.logp, mask) if w is None else (-out.logp * w).sum()
         with torch.no_grad():
             metrics = {"kl": None, "ratio": None, "clip_frac": 0.0, "entropy": float(masked_mean(out.entropy, mask)),
                        "sft/token_acc_proxy": float(masked_mean(out.logp.exp(), mask))}

@@ -32,7 +32,7 @@ ZERO_SIGNAL_FILE = "reports/zero_signal.json"
 ZERO_SIGNAL_TRUNCATION_WARN = 0.5
 # Config keys that may change between a checkpoint and its resume (how long / how often / on how many
 # processes, not what: run.gradient_accumulation fixes the optimizer step whatever the world size).
-RESUME_MUTABLE = (("run", "max_steps"), ("run", "save_steps"), ("run", "eval_steps"), ("run", "keep_last"),
+RESUME_MUTABLE = (("run", "max_steps"), ("run", "schedule_steps"), ("run", "save_steps"), ("run", "eval_steps"), ("run", "keep_last"),
                   ("distributed", "processes"), ("distributed", "backend"), ("distributed", "main_port"),
                   ("distributed", "timeout_s"), ("distributed", "stop_timeout_s"),
                   ("scorer", "max_billable_tokens"), ("scorer", "max_cost"))  # a spent judge budget is raised to resume
@@ -84,6 +84,8 @@ class RecipeBase:
         self.ws, self.cfg, self.config_path = ws, cfg, config_path
         self.resume, self.resume_fallback = resume, resume_fallback
         if max_steps is not None:
+            if cfg.run.schedule_steps is None:  # a chunk of the config's run: the LR schedule keeps its horizon
+                cfg.run.schedule_steps = cfg.schedule_steps
             try:
                 cfg.run.max_steps = max_steps
             except ValueError as exc:

@@ -19,7 +19,10 @@ ppo_epochs), each ending in an optimizer step. Then: sampler feedback, monitors 
 divergence, KL vs target_kl), callbacks (eval, checkpoint, logging).
 
 Supports: strategies grpo, ppo, dpo, rloo, sft; gradient accumulation (with multi-epoch strategies
-too: a stop request or the end of the run finishes the open window first); AMP where the device has
+too: a stop request or the end of the run finishes the open window first); micro-batches inside a
+micro-step (run.micro_batch_size: the engine runs a plan's rows that many at a time, rc1.engines.microbatch);
+strategy.loss_type token as DAPO's token mean over the whole accumulation window (backward_scale and
+window_grad_scale); AMP where the device has
 it; exact resume from rc1 checkpoints, also mid-window for single-epoch strategies on one process;
 data parallelism on N processes (rc1.runtime.distributed: rank r runs micro-step step + r of each
 iteration; N processes with run.gradient_accumulation G compute what one process with G does).
@@ -81,6 +84,7 @@ class TrainingRecipe(RecipeBase):
         self.window: list[StepPlan] = []  # this rank's plans of that window, kept while further epochs remain
         self.feedback: list[tuple] = []   # (micro-step, order, item id, success rate) of the open window
         self.window_kls: list = []        # the KL of each of the window's micro-steps, in micro-step order
+        self.window_tokens = 0.0          # this rank's action tokens back-propagated in the open window (dapo)
         self.iteration_steps = self.dist.world_size  # each iteration runs one micro-step per rank
         self.spans = Spans()              # where each step's time goes: time/<span>_s (rc1.runtime.spans)
         if self.resume:
@@ -115,6 +119,7 @@ class TrainingRecipe(RecipeBase):
         self.accum_position = int(recipe_state.get(ckpt.KEY_ACCUM_POSITION, 0))
         self.feedback = [tuple(f) for f in recipe_state.get("feedback", [])]
         self.window_kls = list(recipe_state.get("window_kls", []))
+        self.window_tokens = float(recipe_state.get("window_tokens", 0.0))
         if self.accum_position and self.dist.distributed:
             raise ckpt.CheckpointError(
                 f"{self.ws.rel(path)} was taken inside an accumulation window ({self.accum_position} of "
@@ -179,7 +184,7 @@ class TrainingRecipe(RecipeBase):
                 self.zero_signal_guard(rollout.stats, len(rollout.rewards) // rollout.group_size, rollout.group_size)
             closes_window = self.accum_position + n >= accum
             self.spans.restart()
-            record.update(self.engine.backward(plan, scale=n / accum, sync=closes_window))
+            record.update(self.engine.backward(plan, scale=self.backward_scale(plan, accum), sync=closes_window))
             self.spans.lap("backward")  # forward + loss + backward
             self.accum_position += n
             if plan.epochs > 1:
@@ -269,10 +274,46 @@ class TrainingRecipe(RecipeBase):
             out["ranks"] = [dict(g[3], rank=r) for r, g in enumerate(gathered)]
         return out
 
+    @property
+    def window_token_mean(self) -> bool:
+        """The loss is a token mean over an accumulation window of several micro-steps (strategy.loss_type
+        token, TRL's "dapo"; GRPO and RLOO). Their plans normalise by their own tokens; backward_scale and
+        window_grad_scale turn that into the window's."""
+        return self.cfg.window_token_mean
+
+    @property
+    def token_reference(self) -> float:
+        """A fixed token count (the most a rollout batch generates, turns apart) the window's micro-steps are
+        scaled by before the window's own count is known: keeps the accumulated gradients at the size of a mean."""
+        return float(self.cfg.model.max_new_tokens * self.cfg.rollout_rows)
+
+    def backward_scale(self, plan: StepPlan, accum: int) -> float:
+        """The factor of a micro-step's loss: n / accum (the mean over the window's micro-steps, n ranks each),
+        and for a window token mean also N_k / R (its action tokens N_k over token_reference R), so that
+        window_grad_scale can renormalise the window by its total tokens. Counts this rank's tokens."""
+        scale = self.dist.world_size / accum
+        if not self.window_token_mean:
+            return scale
+        mask = plan.tensors.get("action_mask")
+        tokens = float(mask.sum()) if mask is not None else 0.0
+        self.window_tokens += tokens
+        return scale * tokens / self.token_reference
+
+    def window_grad_scale(self, accum: int) -> float:
+        """What the window's accumulated gradients are multiplied by before clipping: accum * R / N_W, N_W the
+        window's action tokens over every rank (a collective). Each micro-step k back-propagated
+        (n / accum) * (N_k / R) * sum_tokens_k / N_k, so the window's gradient becomes that of
+        sum over the window's tokens / N_W: DAPO's token mean (1 for every other loss)."""
+        if not self.window_token_mean:
+            return 1.0
+        total = sum(self.dist.all_gather(self.window_tokens))
+        self.window_tokens = 0.0
+        return accum * self.token_reference / total if total > 0 else 1.0
+
     def close_window(self, accum: int) -> dict:
         """End of an accumulation window: optimizer step, then the plans' further epochs (each one step)."""
         n = self.dist.world_size
-        metrics = self.engine.optimizer_step()
+        metrics = self.engine.optimizer_step(grad_scale=self.window_grad_scale(accum))
         for _ in range(1, max((p.epochs for p in self.window), default=1)):
             for i, p in enumerate(self.window):
                 metrics.update(self.engine.backward(p, scale=n / accum, sync=i == len(self.window) - 1))
@@ -337,6 +378,7 @@ class TrainingRecipe(RecipeBase):
                                  if hasattr(cb, "state_dict")},
             ckpt.KEY_RECIPE: {ckpt.KEY_ACCUM_POSITION: self.accum_position, "monitors": self.monitor_state(),
                               "feedback": list(self.feedback), "window_kls": list(self.window_kls),
+                              "window_tokens": self.window_tokens,
                               "judge": self.judge_state()},
         }
         writers = {ckpt.TRAINER_STATE_FILE: ckpt.torch_writer(trainer_state)}

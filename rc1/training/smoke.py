@@ -11,7 +11,8 @@ What it REPLACES: the model (random:qwen3-tiny, with the base model's chat templ
 offline: rc1's vendored ones (rc1.models.chat_templates), the embedded model's, a local model
 directory's; so a Qwen3-Thinking config rolls out in Qwen3-Thinking's chat format), the
 data (a few items of the config's task mix from the pool builder, with the workspace's templates; one
-prompt per micro-step, each rolled out num_generations times), the lengths (SMOKE_MAX_NEW_TOKENS per turn, SMOKE_MAX_LENGTH per episode), and the steps: one accumulation
+prompt per micro-step, each rolled out num_generations times; run.micro_batch_size lowered to what that batch
+takes), the lengths (SMOKE_MAX_NEW_TOKENS per turn, SMOKE_MAX_LENGTH per episode), and the steps: one accumulation
 window (gradient_accumulation micro-steps; PPO's further epochs add their own updates; a TRL step is
 already a whole window), ending in a checkpoint and, with eval_dev, one eval. The rewards get a
 tie-break below 1e-3 per episode: a random model's episodes all score the same, which would leave
@@ -87,6 +88,12 @@ def smoke_config(cfg, accumulation_steps: int):
                output_dir=None, log_file="logs/train.log", tensorboard=False)
     data["steps"] = accumulation_steps
     data["seeds"] = None
+    if run.get("micro_batch_size"):  # the smoke's batch is smaller: the largest micro-batch it takes, still cut
+        small = cfg.strategy.model_copy(update={"prompts_per_step": SMOKE_PROMPTS_PER_STEP})
+        run["micro_batch_size"] = next(
+            m for m in range(run["micro_batch_size"], 0, -1)
+            if cfg.model_copy(update={"strategy": small, "run": cfg.run.model_copy(update={"micro_batch_size": m})}
+                              ).micro_batch_error() is None)
     for cb in data["callbacks"]:
         if cb.get("name") == "eval_dev":
             cb["eval_items"] = SMOKE_EVAL_ITEMS

@@ -52,22 +52,31 @@ def final_weights(ws: Workspace) -> dict:
     return load_file(str(f))
 
 
-@pytest.mark.parametrize("engine,strategy,method,grad_accum,k", [
-    ("pure_pt", "grpo", "full", 1, 2),
-    ("pure_pt", "grpo", "lora", 2, 3),      # k inside a gradient-accumulation window, LoRA reference = adapters off
-    ("pure_pt", "ppo", "full", 2, 1),       # value head + adaptive KL state, mid-window
-    ("pure_pt", "dpo", "full", 1, 2),
-    ("pure_pt", "rloo", "lora", 1, 1),
-    ("pure_pt", "sft", "full", 2, 3),
-    ("trl", "grpo", "full", 1, 2),          # TRL's GRPOTrainer, resumed from an rc1 checkpoint
-    ("trl", "grpo", "lora", 2, 1),          # TRL steps are optimizer steps (accumulation inside one step)
+@pytest.mark.parametrize("engine,strategy,method,grad_accum,k,micro", [
+    ("pure_pt", "grpo", "full", 1, 2, None),
+    ("pure_pt", "grpo", "lora", 2, 3, None),      # k inside a gradient-accumulation window, LoRA reference = adapters off
+    ("pure_pt", "ppo", "full", 2, 1, None),       # value head + adaptive KL state, mid-window
+    ("pure_pt", "dpo", "full", 1, 2, None),
+    ("pure_pt", "rloo", "lora", 1, 1, None),
+    ("pure_pt", "sft", "full", 2, 3, None),
+    ("trl", "grpo", "full", 1, 2, None),          # TRL's GRPOTrainer, resumed from an rc1 checkpoint
+    ("trl", "grpo", "lora", 2, 1, None),          # TRL steps are optimizer steps (accumulation inside one step)
+    # run.micro_batch_size: each step's rows in micro-batches, mid-window stops included
+    ("pure_pt", "grpo", "lora", 2, 3, 2),
+    ("pure_pt", "ppo", "full", 2, 2, 4),          # 6 rows in micro-batches of 4 and 2, two epochs per window
+    ("pure_pt", "dpo", "full", 1, 2, 2),
+    ("pure_pt", "sft", "full", 2, 3, 1),
+    ("trl", "grpo", "full", 2, 1, 3),             # TRL: 12 rows per optimizer step, 3 per forward/backward
 ])
-def test_resume_equals_uninterrupted(tmp_path, tiny_model_dir, engine, strategy, method, grad_accum, k):
+def test_resume_equals_uninterrupted(tmp_path, tiny_model_dir, engine, strategy, method, grad_accum, k, micro):
     total = 4
     a = Workspace(tmp_path / "a")
     b = Workspace(tmp_path / "b")
+    extra = {"run.micro_batch_size": micro}
+    if strategy == "ppo" and micro:
+        extra["strategy.ppo_epochs"] = 2
     opts = dict(engine=engine, strategy=strategy, method=method, grad_accum=grad_accum, max_steps=total,
-                save_steps=100)
+                save_steps=100, extra=extra)
     conf = make_workspace(a.root, tiny_model_dir, **opts)
     make_workspace(b.root, tiny_model_dir, **opts)
     run(a, conf)
