@@ -3,8 +3,12 @@
 `rc1 data fit --config P` (a pipeline stage before round 1) samples the base policy on fresh items of
 each built-in task x ladder level (rc1.data.ladder), exactly as training will sample it (the training
 engine, temperature, turn limit and reward), and estimates each level's pass@1 with a Wilson 95 % CI.
-A level is chosen when its pass rate lies inside `difficulty_fit.band` (DAPO and OpenRLHF keep only
-groups whose pass rate is strictly between 0 and 1; a level inside the band gives such groups often).
+A level is chosen when its pass rate beyond guessing lies inside `difficulty_fit.band` (DAPO and OpenRLHF
+keep only groups whose pass rate is strictly between 0 and 1; a level inside the band gives such groups
+often). "Beyond guessing": skill = (pass rate - m) / (1 - m), where m is the majority-class baseline of the
+level (its most common gold answer given to every item, on MAJORITY_ITEMS generated items: no model call).
+A yes/no level that the model answers right 40 % of the time, below the 50 % that always saying "no" gets,
+has no skill to reinforce; an arithmetic level whose commonest answer is right 5 % of the time barely moves.
 Per task it walks the ladder upwards from the lowest level of `difficulty_fit.levels` and stops after
 the first level below the band (the levels above it are harder by construction), so the cost is
 bounded: at most every level once, `items_per_level` x `samples` episodes each.
@@ -38,8 +42,9 @@ from rc1.runtime.layout import FIT_DEV, FIT_HELDOUT, FIT_TRAIN
 
 log = logging.getLogger("rc1.data")
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 CONFIDENCE = 0.95
+MAJORITY_ITEMS = 400  # generated items per level the majority-class baseline is measured on
 
 
 def wilson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -121,21 +126,28 @@ def prompt_key(item: dict) -> str:
     return "\n".join(str(m.get("content", "")) for m in item["messages"])
 
 
+def skill(pass_rate: float, majority: float) -> float:
+    """Pass rate beyond the majority-class baseline, scaled to [.., 1]: (p - m) / (1 - m)."""
+    return (pass_rate - majority) / (1.0 - majority) if majority < 1 else 0.0
+
+
 def choose(levels: list[dict], band: tuple[float, float]) -> tuple[list[int], str | None]:
-    """(chosen level numbers, why the task is dropped or None)."""
+    """(chosen level numbers, why the task is dropped or None), on each level's skill (pass rate beyond its
+    majority-class baseline)."""
     lo, hi = band
     measured = [r for r in levels if r["pass_rate"] is not None]
-    chosen = [r["level"] for r in measured if lo <= r["pass_rate"] <= hi]
+    chosen = [r["level"] for r in measured if lo <= r["skill"] <= hi]
     if chosen:
         return chosen, None
     if not measured:
         return [], "no level was measured"
-    if all(r["pass_rate"] > hi for r in measured):
+    if all(r["skill"] > hi for r in measured):
         return [], (f"too easy for this model: every level measured is above the band's upper end {hi:g} "
-                    f"(hardest: level {measured[-1]['level']} at {measured[-1]['pass_rate']:.2f})")
-    return [], (f"too hard for this model: level {measured[0]['level']} ({measured[0]['name']}) passes "
-                f"{measured[0]['pass_rate']:.2f} < {lo:g}" + (" and the levels above it do not reach the band"
-                                                                if len(measured) > 1 else ""))
+                    f"(hardest: level {measured[-1]['level']} at skill {measured[-1]['skill']:.2f})")
+    first = measured[0]
+    return [], (f"too hard for this model: level {first['level']} ({first['name']}) passes {first['pass_rate']:.2f} "
+                f"against a majority-class baseline of {first['majority_rate']:.2f} (skill {first['skill']:.2f} < {lo:g})"
+                + (" and the levels above it do not reach the band" if len(measured) > 1 else ""))
 
 
 def measure(ws, cfg, *, progress=None) -> dict:
@@ -184,6 +196,7 @@ def measure(ws, cfg, *, progress=None) -> dict:
 def _walk(cfg, tasks, maker, reward, generator, progress):
     """Sample every task's ladder upwards (see the module docstring): (table, episodes, tokens, seconds)."""
     from rc1.data.ladder import level as level_of
+    from rc1.eval.metrics import majority_baseline
     from rc1.generation import SamplingParams
     from rc1.strategies.common import score_rollout
 
@@ -207,20 +220,23 @@ def _walk(cfg, tasks, maker, reward, generator, progress):
             ro = score_rollout(reps, eps, reward, fc.samples)
             k, total = sum(ro.successes), len(ro.successes)
             ci = wilson(k, total)
+            maj = majority_baseline(maker.make("fitmajority", task, n, MAJORITY_ITEMS))["overall"]["rate"]
             comp = [sum(ep.action_mask) for ep in eps]
             episodes_n += total
             tokens += sum(comp)
             row = {"level": n, "name": lv.name, "bucket": lv.bucket, "items": len(items), "n": total, "successes": k,
                    "pass_rate": k / total, "ci": [round(ci[0], 4), round(ci[1], 4)],
+                   "majority_rate": round(maj, 4), "skill": round(skill(k / total, maj), 4),
                    "truncation_rate": sum(bool(ep.truncated) for ep in eps) / total,
                    "completion_tokens_mean": sum(comp) / total, "seconds": round(time.perf_counter() - t1, 2),
                    "item_pass_rates": ro.group_success()}
             rows.append(row)
             if progress:
-                progress(f"difficulty fit: {task} level {n} ({lv.name}): {k}/{total} = {k / total:.2f}")
-            log.info("difficulty fit: %s level %d (%s): %d/%d = %.3f, CI [%.3f, %.3f]", task, n, lv.name, k, total,
-                     k / total, *ci)
-            if k / total < fc.band[0]:
+                progress(f"difficulty fit: {task} level {n} ({lv.name}): {k}/{total} = {k / total:.2f}, majority-class "
+                         f"{maj:.2f}, skill {row['skill']:.2f}")
+            log.info("difficulty fit: %s level %d (%s): %d/%d = %.3f, CI [%.3f, %.3f]; majority-class %.3f, skill %.3f",
+                     task, n, lv.name, k, total, k / total, *ci, maj, row["skill"])
+            if row["skill"] < fc.band[0]:
                 break  # harder levels lie above this one: not measured
         chosen, dropped = choose(rows, fc.band)
         for r in rows:
@@ -276,16 +292,19 @@ def _write_items(ws, cfg, maker, table: dict, kept: list[str], ident: str) -> di
 
 
 def summary_line(table: dict, kept: list[str]) -> str:
-    """One sentence: which levels were chosen per task, which tasks were dropped."""
-    parts = []
+    """One sentence: which levels were chosen per task, which tasks were dropped and why."""
+    chosen, dropped = [], []
     for task, t in table.items():
         if t["chosen"]:
             names = {r["level"]: r["name"] for r in t["levels"]}
-            parts.append(f"{task} levels {', '.join(f'{n} ({names[n]})' for n in t['chosen'])}"
-                         + (f" + level {t['next_level']} to grow into" if t.get("next_level") is not None else ""))
+            chosen.append(f"{task} level{'s' if len(t['chosen']) > 1 else ''} "
+                          f"{', '.join(f'{n} ({names[n]})' for n in t['chosen'])}"
+                          + (f", with level {t['next_level']} to grow into" if t.get("next_level") is not None else ""))
         else:
-            parts.append(f"{task} dropped ({t['reason']})")
-    return "trained and evaluated on " + "; ".join(parts) if kept else "no task has a level in the band: " + "; ".join(parts)
+            dropped.append(f"{task} ({t['reason']})")
+    if not kept:
+        return "no task has a level in the band: " + "; ".join(dropped)
+    return "trained and evaluated on " + "; ".join(chosen) + (f"; dropped: {'; '.join(dropped)}" if dropped else "")
 
 
 def read_report(ws) -> dict | None:
@@ -300,7 +319,7 @@ def read_report(ws) -> dict | None:
 
 def table_text(report: dict) -> str:
     """The fit's table as plain text (task x level -> n, pass rate with CI, chosen)."""
-    lines = [f"{'task':<11} {'lvl':>3}  {'level':<28} {'n':>4} {'pass':>6}  {'95% CI':<15} chosen"]
+    lines = [f"{'task':<11} {'lvl':>3}  {'level':<28} {'n':>4} {'pass':>6}  {'95% CI':<15} {'maj':>5} {'skill':>6} chosen"]
     lo, hi = report["band"]
     for task, t in report["tasks"].items():
         for r in t["levels"]:
@@ -309,6 +328,7 @@ def table_text(report: dict) -> str:
                 continue
             ci = f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]"
             mark = "yes" if r["chosen"] else ("next" if r["level"] == t.get("next_level") else "")
-            lines.append(f"{task:<11} {r['level']:>3}  {r['name']:<28} {r['n']:>4} {r['pass_rate']:>6.2f}  {ci:<15} {mark}")
-    lines.append(f"band [{lo:g}, {hi:g}]; {report['summary']}")
+            lines.append(f"{task:<11} {r['level']:>3}  {r['name']:<28} {r['n']:>4} {r['pass_rate']:>6.2f}  {ci:<15} "
+                         f"{r['majority_rate']:>5.2f} {r['skill']:>6.2f} {mark}")
+    lines.append(f"band [{lo:g}, {hi:g}] on skill = (pass - maj) / (1 - maj); {report['summary']}")
     return "\n".join(lines)

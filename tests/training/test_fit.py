@@ -22,8 +22,10 @@ def test_wilson_interval_known_values():
     assert lo == pytest.approx(0.1492, abs=1e-3) and hi == pytest.approx(0.3878, abs=1e-3)  # by hand: centre 0.2685, half-width 0.1193
 
 
-def row(n, p):
-    return {"level": n, "name": f"L{n}", "pass_rate": p}
+def row(n, p, majority=0.0):
+    from rc1.training.fit import skill
+
+    return {"level": n, "name": f"L{n}", "pass_rate": p, "majority_rate": majority, "skill": skill(p, majority)}
 
 
 def test_choose_keeps_levels_inside_the_band_and_says_why_a_task_is_dropped():
@@ -33,6 +35,10 @@ def test_choose_keeps_levels_inside_the_band_and_says_why_a_task_is_dropped():
     assert chosen == [] and why.startswith("too hard") and "level 0" in why
     chosen, why = choose([row(0, 0.95), row(1, 0.9)], band)
     assert chosen == [] and why.startswith("too easy")
+    # a yes/no level answered right 40 % of the time is below always-"no" (50 %): no skill to reinforce
+    chosen, why = choose([row(0, 0.40, 0.5), row(1, 0.30, 0.5)], band)
+    assert chosen == [] and "majority-class baseline of 0.50" in why
+    assert choose([row(0, 0.75, 0.5)], band) == ([0], None)  # skill 0.5
 
 
 def fit_workspace(root: Path, tiny_dir, band=(0.0, 1.0)) -> Path:
@@ -66,7 +72,11 @@ def gate(ws, cfg, config):
                                 config_path=str(config)))
 
 
-def test_fit_writes_disjoint_item_files_and_the_gate_checks_them(tmp_path, tiny_dir):
+def test_fit_writes_disjoint_item_files_and_the_gate_checks_them(tmp_path, tiny_dir, monkeypatch):
+    import rc1.eval.metrics as metrics
+
+    # a random tiny model passes ~nothing: with no majority-class baseline its skill is its pass rate (>= 0)
+    monkeypatch.setattr(metrics, "majority_baseline", lambda items: {"overall": {"rate": 0.0}})
     config = fit_workspace(tmp_path, tiny_dir)
     ws, cfg, rep = run(tmp_path, config)
     assert set(rep["tasks"]) == {"gsm8k", "strategyqa"} and rep["kept"] == ["gsm8k", "strategyqa"]
@@ -81,7 +91,7 @@ def test_fit_writes_disjoint_item_files_and_the_gate_checks_them(tmp_path, tiny_
     assert not prompts["data/fit/dev.jsonl"] & prompts["data/fit/heldout.jsonl"]
     assert len(files["data/fit/heldout.jsonl"]) == 16
     assert {it["meta"]["level_n"] for it in files["data/fit/heldout.jsonl"]} == {0, 1}
-    assert "trained and evaluated on gsm8k levels 0" in rep["summary"]
+    assert rep["summary"].startswith("trained and evaluated on gsm8k levels 0 (1 op, bare numbers < 20), 1 ")
 
     res = gate(ws, cfg, config)
     assert res.passed, [c.detail for c in res.checks if not c.passed]
