@@ -26,5 +26,6 @@ def test_the_embedded_defaults_worst_case_step_is_a_point():
     cfg = load_train_config(REPO / "configs/local.yaml", Workspace(REPO))
     p = config_worst_point(cfg, SHAPES["smollm2-135m-instruct"], "cpu", "fp32")
     # 2 prompts x 4 generations, one row each (SmolLM2's template concatenates turns), data.max_length 768 tokens,
-    # 3 turns x 96 new tokens generated, full fine-tune, no gradient checkpointing: what the gate judges
-    assert p == Point("full", 30, 8, 768, 288, False, warmup=False, micro_batch_size=None)
+    # 3 turns x model.max_new_tokens generated, full fine-tune, no gradient checkpointing: what the gate judges
+    assert (cfg.strategy.prompts_per_step, cfg.strategy.num_generations, cfg.strategy.max_turns) == (2, 4, 3)
+    assert p == Point("full", 30, 8, 768, 3 * cfg.model.max_new_tokens, False, warmup=False, micro_batch_size=None)

@@ -146,6 +146,8 @@ def test_a_verifier_that_raises_stops_eval_and_calibration_naming_the_item(tmp_p
     from rc1.envs import rollout
 
     monkeypatch.setattr(rollout, "generate_episodes", answer_every_item)
+    # every stage samples through the torch backend here, so the scripted answers above are what it gets
+    monkeypatch.setattr("rc1.generation.choose_backend", lambda *args, **kwargs: "torch")
     ws = make_workspace(tmp_path, verifier="python:arith_check:check")
     ws.path("arith_check.py").write_text(RAISES_ON_ONE.format(gold="__none__"))
     c = ["--config", "configs/arith.yaml"]

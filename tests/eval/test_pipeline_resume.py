@@ -21,9 +21,10 @@ def _stage(pipe, name):
 
 def test_stage_order_walks_the_gated_machine_to_eval(ws):
     names = [s.name for s in _pipeline(ws).stages()]
-    trains = [f"train (seed {i} of 3)" for i in (1, 2, 3)]  # local.yaml trains three seeds
-    order = ["data: make-min", "scorer: live probe", "gate: round1", "reward: calibrate", "reward: shadow run",
-             "learning signal", "gate: round2", *trains, "gate: training done", "eval", "report"]
+    # local.yaml fits the work to the model before round 1 and trains one seed
+    order = ["data: make-min", "scorer: live probe", "data: difficulty fit", "reward: base answers (dev split)",
+             "gate: round1", "reward: calibrate", "reward: shadow run", "learning signal", "gate: round2", "train",
+             "gate: training done", "eval", "report"]
     assert [n for n in names if n in order] == order
     shadow = _stage(_pipeline(ws), "reward: shadow run")
     assert shadow.argv[shadow.argv.index("--source") + 1] == "eval_base" and "--n" not in shadow.argv

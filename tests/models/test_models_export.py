@@ -74,7 +74,9 @@ STEP = "checkpoints/t/step_00002"
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A workspace whose run trained random:qwen3-tiny with LoRA for 2 GRPO steps; step 2 is also best/."""
+    """A workspace whose run trained random:qwen3-tiny with LoRA for 2 SFT steps; step 2 is also best/. (SFT: the
+    adapter must really move, and GRPO on a random model that never succeeds gets all-zero advantages, since
+    shaping counts only in groups whose correctness varies.)"""
     from rc1.config.load import load_train_config
     from rc1.training.base import make_recipe
     from rc1.eval.harness import update_best
@@ -82,7 +84,7 @@ def trained(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("export_ws")
     ws = Workspace(root)
-    conf = make_workspace(root, "random:qwen3-tiny", max_steps=2, save_steps=2, method="lora")
+    conf = make_workspace(root, "random:qwen3-tiny", strategy="sft", max_steps=2, save_steps=2, method="lora")
     cfg = load_train_config(conf, ws)
     recipe = make_recipe(ws, cfg, config_path=str(conf))
     recipe.setup()
