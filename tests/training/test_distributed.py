@@ -56,8 +56,9 @@ def test_config_verify_reports_distributed_errors_by_dotted_path(tmp_path, tiny_
 def test_config_verify_refuses_deepspeed_where_it_is_not_installed(tmp_path, tiny_model_dir, monkeypatch):
     monkeypatch.setattr(D, "deepspeed_installed", lambda: False)
     ws = Workspace(tmp_path)
+    # loss_type sequence: a token-mean loss over an accumulation window is refused under DeepSpeed for its own reason
     conf = make_workspace(tmp_path, tiny_model_dir, grad_accum=2, max_steps=8,
-                          extra={"distributed.sharding": "deepspeed_zero3"})
+                          extra={"distributed.sharding": "deepspeed_zero3", "strategy.loss_type": "sequence"})
     res = cli(ws, "config", "verify", "--config", conf)
     assert res.exit_code == 2, res.output
     assert "distributed.sharding: deepspeed_zero3 needs DeepSpeed, which is not installed" in res.output
