@@ -204,6 +204,10 @@ class RewardSection(Strict):
     shaping_scale: float = Field(
         0.5, ge=0, lt=1, description="total = I[success] + shaping_scale * shaping (shaping in [0, 1]); < 1 so "
                                      "a correct answer always outscores a wrong one")
+    shaping_groups: Literal["mixed", "all"] = Field(
+        "mixed", description="where the shaping counts in a rollout group's rewards: only in groups whose successes "
+                             "differ (mixed: an all-wrong group's advantages are 0, so shaping noise is never scaled "
+                             "up to the size of a correctness signal), or in every group (all: TRL's GRPO)")
     unstable_variance: float = Field(0.08, ge=0, description="a judge grade whose K samples vary more than this is "
                                                             "unstable: reports/unstable_samples.jsonl")
     unstable_downweight: float = Field(0.5, ge=0, le=1, description="advantage factor of an episode with an "

@@ -40,8 +40,10 @@ def score_rollout(items: list[dict], episodes: list, reward_model, group_size: i
         raise RuntimeError(f"rollout returned {len(episodes)} episodes for {len(items)} (prompt, generation) pairs")
     scores = score_all(reward_model, items, episodes)  # a live judge grades the whole rollout concurrently
     successes = [bool(s.success) for s in scores]
-    ro = ScoredRollout(items, episodes, correctness_first([float(s.total) for s in scores], successes, group_size),
-                       successes,
+    totals = [float(s.total) for s in scores]
+    if reward_model.cfg.shaping_groups == "mixed":
+        totals = correctness_first(totals, successes, group_size)
+    ro = ScoredRollout(items, episodes, totals, successes,
                        [dict(s.dims) for s in scores], group_size,
                        advantage_scales=[float(s.advantage_scale) for s in scores],
                        shaping=[float(s.shaping) for s in scores])

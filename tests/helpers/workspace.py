@@ -73,6 +73,9 @@ def make_workspace(root: Path, model_dir: Path, *, engine: str = "pure_pt", stra
         "callbacks": ["logging", "checkpoint"],
         "seed_pool": "data/rollouts/none.jsonl",
         "target_kl": 0.03,
+        # the random tiny model never solves an item: with the default (shaping only where correctness varies)
+        # its GRPO / RLOO / DPO steps would carry no signal at all, and the training tests need moving weights
+        "reward": {"shaping_groups": "all"},
     }
     if engine == "trl":  # TRL keeps beta fixed inside its trainer: target_kl is held by stopping
         cfg["monitor"] = {"kl_control": "early_stop"}
