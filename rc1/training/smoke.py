@@ -62,6 +62,7 @@ class TieBreakReward:
 
     def __init__(self, inner):
         self.inner = inner
+        self.cfg = inner.cfg
         self.calls = 0
 
     def score(self, item, episode):
@@ -78,6 +79,8 @@ def smoke_config(cfg, accumulation_steps: int):
     data = cfg.model_dump(mode="json")
     data["base_model"] = None
     data["model"]["base"] = SMOKE_MODEL
+    # the smoke's random model solves nothing: its tie-break must reach the gradient in every group
+    data["reward"]["shaping_groups"] = "all"
     data["model"]["revision"] = None
     data["model"]["max_new_tokens"] = SMOKE_MAX_NEW_TOKENS
     data["data"]["max_length"] = SMOKE_MAX_LENGTH
