@@ -99,7 +99,7 @@ def anyio_backend():
     return "asyncio"
 
 
-async def _wait(pilot, cond, what: str, timeout: float = 20.0) -> None:
+async def _wait(pilot, cond, what: str, timeout: float = 90.0) -> None:  # child processes: slow on a loaded 2-core CI
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
