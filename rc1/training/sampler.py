@@ -223,7 +223,6 @@ class CurriculumSampler:
         self.item_rate: dict[str, float] = {}
         self.moves: list[dict] = []
         self.draws = 0
-        self.step = 0
 
     @classmethod
     def from_config(cls, cfg, items: list[dict]) -> "CurriculumSampler":
@@ -251,12 +250,11 @@ class CurriculumSampler:
             keys = sorted(k for k in self.groups if k[0] == task)
             key = self._pick(keys, [self.weights[k] for k in keys], rng)
             items = self.groups[key]
-            lo, hi = 0.0, 1.0
-            iw = [self.low_w if self.item_rate.get(it["id"], 0.5) in (lo, hi) else 1.0 for it in items]
+            # prime-rl: an item whose latest group passed none or all of its answers counts item_low_weight
+            iw = [self.low_w if self.item_rate.get(it["id"], 0.5) in (0.0, 1.0) else 1.0 for it in items]
             out.append(self._pick(items, iw, rng))
         if seed is None:
             self.draws += n
-            self.step = step
         return out
 
     def update(self, item_id: str, success_rate: float) -> None:
