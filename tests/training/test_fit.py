@@ -221,3 +221,29 @@ def test_an_all_wrong_group_gets_no_larger_advantages_than_a_mixed_group():
     assert adv[4] > 1.0 and adv[4:].abs().max() >= adv[:4].abs().max()
     # the shaping still orders wrong answers inside a mixed group
     assert adv[5] > adv[6]
+
+
+def test_the_rc1_gate_judges_every_kept_task_on_the_fitted_set():
+    """One task improves, the other does not: overall the gain is clear, but the per-task check of the
+    task that did not improve fails (the fitted set is judged per kept task)."""
+    from rc1.config.schema import GatesConfig
+    from rc1.eval.metrics import EpisodeRecord, compare, majority_baseline, summarize, versus_baseline
+    from rc1.gates.rc1_eval import heldout_checks
+
+    items = [{"id": f"g{i}", "task": "gsm8k", "answer": str(i % 7)} for i in range(60)] + \
+            [{"id": f"s{i}", "task": "strategyqa", "answer": "yes" if i % 2 else "no"} for i in range(60)]
+
+    def rec(it, ok):
+        return EpisodeRecord(it["id"], it["task"], "easy", False, ok, float(ok), 0, 1, 0, False)
+    base = [rec(it, i % 10 == 0) for i, it in enumerate(items)]
+    trained = [rec(it, (i % 10 < 7) if it["task"] == "gsm8k" else i % 10 == 0) for i, it in enumerate(items)]
+    maj = majority_baseline(items)
+    view = {"base": summarize(base), "trained": summarize(trained), "delta": compare(base, trained),
+            "vs_majority": versus_baseline(trained, maj["items"]), "majority": maj}
+    checks = {c.name: c for c in heldout_checks(GatesConfig().eval, view, per_task=True)}
+    assert checks["held-out success delta (pp, CI lower bound)"].passed
+    assert checks["gsm8k: held-out success delta (pp, CI lower bound)"].passed
+    assert not checks["strategyqa: held-out success delta (pp, CI lower bound)"].passed
+    assert not checks["strategyqa: trained success - majority-class baseline (pp, CI lower bound)"].passed
+    assert not any(name.startswith("gsm8k:") for name in
+                   (c.name for c in heldout_checks(GatesConfig().eval, view, per_task=False)))
