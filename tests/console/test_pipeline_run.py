@@ -61,7 +61,7 @@ def test_cancel_stops_the_stage_cleanly_and_the_next_run_resumes(scripted):
     log = ws.path("logs/pipeline.log").read_text()
     assert "stopped cleanly at step" in log  # the child got SIGINT and exited by itself, not killed
     stopped_at = int(log.split("stopped cleanly at step ")[1].split()[0])
-    assert 20 <= stopped_at < 200 and steps and max(steps) <= stopped_at
+    assert 20 <= stopped_at < 1000 and steps and max(steps) <= stopped_at
     assert "--- stage stopped (exit 130)" in log
     out, seen = _run(scripted_pipeline(ws, PLAN), all_stages=True)
     assert out.kind == COMPLETE and out.ran == ("train",)

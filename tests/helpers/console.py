@@ -179,14 +179,15 @@ class RecordingBackend(ConsoleBackend):
 # marker file that its `done()` reads, as the real stages' outputs do.
 STAGE_SCRIPTS = {
     "ok": "import pathlib, sys; print('working'); pathlib.Path(sys.argv[1]).write_text('done')",
-    # training-like: counts steps into a file (resuming from it), stops cleanly on SIGINT, marks done at 200
+    # training-like: counts steps into a file (resuming from it), stops cleanly on SIGINT, marks done at 1000
+    # (20 s of steps: a cancel sent after step 20 arrives in time even on a loaded 2-core machine)
     "train": """
 import os, pathlib, sys, time
 marker = pathlib.Path(sys.argv[1]); steps = marker.with_suffix('.step'); tmp = marker.with_suffix('.tmp')
 step = int(steps.read_text()) if steps.exists() else 0
 print(f'resuming from step {step}' if step else 'starting at step 0', flush=True)
 try:
-    while step < 200:
+    while step < 1000:
         time.sleep(0.02); step += 1; tmp.write_text(str(step)); os.replace(tmp, steps)  # whole, never torn
 except KeyboardInterrupt:
     print(f'stopped cleanly at step {step} (checkpoint written)', flush=True); sys.exit(130)
@@ -208,7 +209,7 @@ def scripted_stages(ws: Workspace, plan: list[tuple[str, str]]):
     stages = []
     for name, kind in plan:
         m = marker(name)
-        watch = (lambda m=m: (int(m.with_suffix(".step").read_text()), 200)
+        watch = (lambda m=m: (int(m.with_suffix(".step").read_text()), 1000)
                  if m.with_suffix(".step").exists() else None) if kind == "train" else None
         stages.append(Stage(name, ["__script__", kind, str(m)], lambda m=m: m.exists(), watch=watch))
     return stages
