@@ -153,3 +153,22 @@ async def test_console_runs_the_next_stage_all_stages_and_cancels(scripted):
         assert ("stop_judge",) not in backend.calls
         await pilot.press("q")  # runs were started here: the judge they may have started is stopped, as rc1 pipeline does
         await _wait(pilot, lambda: ("stop_judge",) in backend.calls, "judge stopped on quit")
+
+
+def test_a_stage_is_cancellable_even_when_the_pipeline_ignores_sigint(scripted):
+    """A pipeline started with SIGINT ignored (a background job of a non-interactive shell) still stops its
+    stage cleanly: the child gets SIGINT's default back."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        cancel = threading.Event()
+
+        def report(p):
+            if p.completed is not None and p.completed >= 20:
+                cancel.set()
+
+        out = run_pipeline(scripted_pipeline(scripted, PLAN), all_stages=True, cancelled=cancel.is_set, report=report)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert out.kind == CANCELLED and "stopped cleanly at step" in scripted.path("logs/pipeline.log").read_text()
