@@ -188,3 +188,34 @@ class GateContext:
         cb = self.extras.get("progress")
         if cb is not None:
             cb(message)
+
+
+def read_identified_report(ctx: GateContext, res: GateResult, rel: str, what: str, cmd: str, identity,
+                           missing: str = "") -> tuple[dict, str, dict] | None:
+    """A stage's report that a gate judges: it exists, its sha256 sidecar verifies, and its `identity` is the one
+    `identity(ws, config)` gives now (else the report was made for other settings). Returns (report, identity,
+    settings); on any failure appends the failing check (named after `what`, naming `cmd` as the fix) and
+    returns None. The report file goes into the evidence."""
+    import json
+
+    from rc1.runtime.fingerprint import read_sidecar, sha256_file
+
+    path = ctx.ws.path(rel)
+    if not path.exists():
+        res.checks.append(Check(f"{what} report", None, "exists", False, f"{rel} missing: run `{cmd}`{missing}"))
+        return None
+    digest = sha256_file(path)
+    res.evidence.append(Evidence(ctx.ws.rel(path), digest))
+    side = read_sidecar(path)
+    if side != digest:
+        res.checks.append(Check(f"{what} report sha256", digest[:12], "matches its .sha256 sidecar", False,
+                                "no sidecar" if side is None else "the report was edited after it was written"))
+        return None
+    rep = json.loads(path.read_text())
+    ident, settings = identity(ctx.ws, ctx.config)
+    if rep.get("identity") != ident:
+        changed = sorted(k for k in settings if rep.get("settings", {}).get(k) != settings[k])
+        res.checks.append(Check(f"{what} report is for this config", rep.get("identity", "")[:12], f"== {ident[:12]}",
+                                False, f"made with other settings ({', '.join(changed) or 'unknown'}): run `{cmd}` again"))
+        return None
+    return rep, ident, settings

@@ -9,10 +9,8 @@ and the refusal shows the table and the fix. Without the fit the gate is not app
 
 from __future__ import annotations
 
-import json
-
-from rc1.gates.base import Check, GateContext, GateResult
-from rc1.runtime.fingerprint import Evidence, read_sidecar, sha256_file
+from rc1.gates.base import Check, GateContext, GateResult, read_identified_report
+from rc1.runtime.fingerprint import Evidence, sha256_file
 from rc1.runtime.layout import DIFFICULTY_FIT_REPORT as REPORT
 
 
@@ -24,27 +22,12 @@ def evaluate(ctx: GateContext) -> GateResult:
                                                                  "seed pool"))
         return res
     cmd = f"rc1 data fit --config {ctx.config_path or 'P'}"
-    path = ctx.ws.path(REPORT)
-    if not path.exists():
-        res.checks.append(Check("difficulty-fit report", None, "exists", False, f"{REPORT} missing: run `{cmd}`"))
-        return res
-    digest = sha256_file(path)
-    res.evidence.append(Evidence(ctx.ws.rel(path), digest))
-    side = read_sidecar(path)
-    if side != digest:
-        res.checks.append(Check("difficulty-fit report sha256", digest[:12], "matches its .sha256 sidecar", False,
-                                "no sidecar" if side is None else "the report was edited after it was written"))
-        return res
-    rep = json.loads(path.read_text())
     from rc1.training.fit import fit_identity, table_text
 
-    ident, settings = fit_identity(ctx.ws, cfg)
-    if rep.get("identity") != ident:
-        changed = sorted(k for k in settings if rep.get("settings", {}).get(k) != settings[k])
-        res.checks.append(Check("difficulty-fit report is for this config", rep.get("identity", "")[:12],
-                                f"== {ident[:12]}", False,
-                                f"made with other settings ({', '.join(changed) or 'unknown'}): run `{cmd}` again"))
+    got = read_identified_report(ctx, res, REPORT, "difficulty-fit", cmd, fit_identity)
+    if got is None:
         return res
+    rep, ident, settings = got
     res.checks.append(Check("difficulty-fit report is for this config", ident[:12], f"== {ident[:12]}", True,
                             f"model {settings['model']}, band {settings['fit']['band']}, ladder {settings['ladder']}"))
     stale = []

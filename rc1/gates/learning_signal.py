@@ -20,10 +20,7 @@ cut off, otherwise easier items or a different model.
 
 from __future__ import annotations
 
-import json
-
-from rc1.gates.base import Check, GateContext, GateResult
-from rc1.runtime.fingerprint import Evidence, read_sidecar, sha256_file
+from rc1.gates.base import Check, GateContext, GateResult, read_identified_report
 from rc1.runtime.layout import LEARNING_SIGNAL_REPORT as REPORT
 
 
@@ -44,31 +41,16 @@ def evaluate(ctx: GateContext) -> GateResult:
     g = ctx.gates.learning_signal
     cfg = ctx.config
     cmd = f"rc1 learning-signal --config {ctx.config_path or 'P'}"
-    path = ctx.ws.path(REPORT)
     if cfg is None:
         res.checks.append(Check("run config", None, "given", False, "the learning signal is measured for a run config"))
         return res
-    if not path.exists():
-        res.checks.append(Check("learning-signal report", None, "exists", False,
-                                f"{REPORT} missing: run `{cmd}` (base-policy rollouts on the training pool)"))
-        return res
-    digest = sha256_file(path)
-    res.evidence.append(Evidence(ctx.ws.rel(path), digest))
-    side = read_sidecar(path)
-    if side != digest:
-        res.checks.append(Check("learning-signal report sha256", digest[:12], "matches its .sha256 sidecar", False,
-                                "no sidecar" if side is None else "the report was edited after it was written"))
-        return res
-    rep = json.loads(path.read_text())
     from rc1.training.signal import signal_identity
 
-    ident, settings = signal_identity(ctx.ws, cfg)
-    if rep.get("identity") != ident:
-        changed = sorted(k for k in settings if rep.get("settings", {}).get(k) != settings[k])
-        res.checks.append(Check("learning-signal report is for this config", rep.get("identity", "")[:12],
-                                f"== {ident[:12]}", False,
-                                f"made with other settings ({', '.join(changed) or 'unknown'}): run `{cmd}` again"))
+    got = read_identified_report(ctx, res, REPORT, "learning-signal", cmd, signal_identity,
+                                 " (base-policy rollouts on the training pool)")
+    if got is None:
         return res
+    rep, ident, settings = got
     res.checks.append(Check("learning-signal report is for this config", ident[:12], f"== {ident[:12]}", True,
                             f"model {settings['model']}, max_new_tokens {settings['max_new_tokens']}, "
                             f"temperature {settings['temperature']}, {settings['num_generations']} per prompt"))
