@@ -158,9 +158,13 @@ class Pipeline:
         v1_stage = ([Stage("data: v1 pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--version",
                                              "v1", "--out", v1], lambda: past() or self.artifacts_ok(v1))]
                     if v1_required(cfg) else [])
+        custom_only = all(t in cfg.datasets.tasks for t, w in cfg.datasets.mix.items() if w > 0)
+        # a run on custom tasks draws its own dev split, unless the difficulty fit draws it (data/fit/dev.jsonl)
+        make_min = ([] if custom_only and cfg.difficulty_fit.enable else
+                    [Stage("data: make-min", ["data", "make-min", "--config", c],
+                           lambda: past() or self.artifacts_ok(*self.make_min_outputs()))])
         return [
-            Stage("data: make-min", ["data", "make-min", "--config", c],  # a run on custom tasks: its own dev split
-                  lambda: past() or self.artifacts_ok(*self.make_min_outputs())),
+            *make_min,
             *v1_stage,
             Stage("data: seed pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--out", raw],
                   lambda: past() or self.artifacts_ok(raw)),

@@ -300,6 +300,9 @@ class FinetuneSection(Strict):
     method: Literal["full", "lora", "qlora"] = "lora"
 
 
+PLAIN_REPLY = {"numeric": "Reply with only the final number.", "yes_no": "Reply with only yes or no."}
+
+
 class TaskSection(Strict):
     """A custom task (rc1.data.generic): a JSONL task file whose answers a named verifier checks."""
 
@@ -314,6 +317,13 @@ class TaskSection(Strict):
     max_turns: int = Field(3, ge=1, le=16, description="turn limit of this task's episodes")
     tools: list[Literal["calc"]] = Field(
         default_factory=list, description="tools the model may call (wiki needs documents, which task files lack)")
+    format: Literal["protocol", "plain"] = Field(
+        "protocol", description="protocol: rc1's agent protocol (system prompt, tool calls, an `ANSWER:` line, up to "
+                                "max_turns turns); plain: one chat turn, the item's messages (+ `reply`) are the whole "
+                                "prompt and the visible reply is the answer (what TRL's GRPOTrainer gives a model)")
+    reply: str | None = Field(
+        None, description="plain format: the answer-format instruction ending each question (default by verifier: "
+                          "numeric 'Reply with only the final number.', yes_no 'Reply with only yes or no.', else none)")
 
     @field_validator("verifier")
     @classmethod
@@ -327,7 +337,16 @@ class TaskSection(Strict):
     def _one_heldout(self):
         if self.heldout_path and self.heldout:
             raise ValueError("give heldout (a share of path) or heldout_path (a separate file), not both")
+        if self.reply is not None and self.format != "plain":
+            raise ValueError("reply is the plain format's answer instruction: set format: plain, or drop reply")
         return self
+
+    @property
+    def reply_text(self) -> str:
+        """The instruction a plain item's question ends with ("" for the protocol format)."""
+        if self.format != "plain":
+            return ""
+        return self.reply if self.reply is not None else PLAIN_REPLY.get(self.verifier, "")
 
     @property
     def heldout_share(self) -> float:
@@ -407,6 +426,9 @@ class DifficultyFitSection(Strict):
         default_factory=dict, description="ladder level range [lowest, highest] per built-in task (default: the "
                                           "whole ladder)")
     items_per_level: int = Field(24, ge=4, description="fit items per task x level (fresh, never trained on)")
+    items_per_task: int = Field(96, ge=4, description="custom task (no ladder): training items measured one by "
+                                                      "one, each `samples` times, for the task's pass rate and "
+                                                      "each item's difficulty")
     samples: int = Field(2, ge=1, description="sampled answers per fit item (at the training temperature)")
     next_level_share: float = Field(0.25, ge=0, le=1, description="initial sampling weight of the next harder level, "
                                                                  "relative to a chosen level")

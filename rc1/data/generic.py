@@ -105,8 +105,9 @@ def content_id(task: str, messages: list[dict], answer: str) -> str:
 
 
 def to_item(line: TaskLine, *, task: str, verifier: str, source: str, max_turns: int,
-            tools: list[str]) -> dict:
-    """A validated task line as a pool item."""
+            tools: list[str], plain: bool = False, reply: str = "") -> dict:
+    """A validated task line as a pool item. `plain`: a single-turn chat item (rc1.envs.env.is_single_turn)
+    whose last user message ends with `reply` (an answer-format instruction); the id does not depend on it."""
     if line.messages is not None:
         messages = [m.model_dump() for m in line.messages]
         question = line.question.strip() if line.question else messages[-1]["content"]
@@ -115,8 +116,15 @@ def to_item(line: TaskLine, *, task: str, verifier: str, source: str, max_turns:
         messages = [{"role": "user", "content": question}]
     answer = _gold(line.answer)
     supporting = [line.supporting] if isinstance(line.supporting, str) else list(line.supporting or [])
+    item_id = str(line.id).strip() if line.id is not None else content_id(task, messages, answer)
+    if plain and reply:
+        last = max(i for i, m in enumerate(messages) if m["role"] == "user") if any(
+            m["role"] == "user" for m in messages) else None
+        if last is not None:
+            messages[last] = {**messages[last], "content": f"{messages[last]['content'].rstrip()}\n{reply}"}
     return {
-        "id": str(line.id).strip() if line.id is not None else content_id(task, messages, answer),
+        **({"single_turn": True} if plain else {}),
+        "id": item_id,
         "task": task, "verifier": verifier, "template": None, "role": None, "style": None,
         "messages": messages, "question": question, "answer": answer,
         "aliases": [str(a) for a in line.aliases], "supporting": [s for s in supporting if s.strip()],
@@ -144,7 +152,7 @@ def _parse_line(raw: str, where: str, verifier: str) -> tuple[TaskLine | None, l
 
 
 def read_task_file(path: Path, *, task: str, verifier: str, shown: str | None = None, max_turns: int = 3,
-                   tools: list[str] | tuple[str, ...] = ()) -> list[dict]:
+                   tools: list[str] | tuple[str, ...] = (), plain: bool = False, reply: str = "") -> list[dict]:
     """Every line of a task file as a pool item; the bad lines (the first MAX_REPORTED) in one ConfigError."""
     shown = shown or str(path)
     if not path.is_file():
@@ -160,7 +168,8 @@ def read_task_file(path: Path, *, task: str, verifier: str, shown: str | None = 
             where = f"{shown}:{lineno}"
             line, errs = _parse_line(raw, where, verifier)
             if line is not None:
-                item = to_item(line, task=task, verifier=verifier, source=where, max_turns=max_turns, tools=list(tools))
+                item = to_item(line, task=task, verifier=verifier, source=where, max_turns=max_turns, tools=list(tools),
+                               plain=plain, reply=reply)
                 if item["id"] in first_line:
                     what = "id" if line.id is not None else "content (same prompt and answer)"
                     errs = [f"{where}: {what} {item['id']!r} repeats line {first_line[item['id']]}"]
@@ -226,7 +235,8 @@ def load_task(ws: Workspace, name: str, spec: TaskSection) -> TaskData:
     """Read a custom task: its verifier must resolve, its file(s) must be valid, and a `python:` verifier
     must judge every item's own answer."""
     fn = resolve_verifier(spec.verifier, root=ws.root)  # UnknownVerifier (exit 2) before any item is read
-    kw = dict(task=name, verifier=spec.verifier, max_turns=spec.max_turns, tools=list(spec.tools))
+    kw = dict(task=name, verifier=spec.verifier, max_turns=spec.max_turns, tools=list(spec.tools),
+              plain=spec.format == "plain", reply=spec.reply_text)
     items = read_task_file(ws.path(spec.path), shown=spec.path, **kw)
     if spec.verifier.startswith("python:"):
         check_own_answers(items, spec.verifier, fn)

@@ -13,6 +13,13 @@ Per task it walks the ladder upwards from the lowest level of `difficulty_fit.le
 the first level below the band (the levels above it are harder by construction), so the cost is
 bounded: at most every level once, `items_per_level` x `samples` episodes each.
 
+A custom task (datasets.tasks) has no ladder and is fitted per item: `items_per_task` of its training
+items are answered `samples` times each; the task trains when its pass rate beyond guessing lies in the
+band, and each measured item gets its difficulty from its own pass rate (easy: every answer right, hard:
+none, medium between), so no difficulty label is needed. The curriculum starts from these measurements
+(prime-rl's item weights: an item the base model always or never solved counts `item_low_weight`). Its
+held-out items are the task's own held-out split; its dev items leave the training split.
+
 Then it builds, from the chosen levels only, three disjoint item files (own random streams, and any
 item whose prompt text equals a held-out or dev item's is dropped from training):
 
@@ -45,6 +52,7 @@ log = logging.getLogger("rc1.data")
 REPORT_VERSION = 2
 CONFIDENCE = 0.95
 MAJORITY_ITEMS = 400  # generated items per level the majority-class baseline is measured on
+CUSTOM_LEVEL = "your items, per item"  # the one "level" of a custom task
 
 
 def wilson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -62,6 +70,13 @@ def fit_tasks(cfg) -> list[str]:
     from rc1.data.ladder import LADDER
 
     return [t for t, w in cfg.datasets.mix.items() if w > 0 and t in LADDER]
+
+
+def custom_tasks(cfg) -> list[str]:
+    """The custom tasks of the mix (datasets.tasks, weight > 0): no ladder, fitted per item."""
+    from rc1.data.ladder import LADDER
+
+    return [t for t, w in cfg.datasets.mix.items() if w > 0 and t not in LADDER and t in cfg.datasets.tasks]
 
 
 def level_range(cfg, task: str) -> list[int]:
@@ -88,8 +103,15 @@ def fit_identity(ws, cfg) -> tuple[str, dict]:
                  "templates_sha256": {p.name: sha256_file(p) for p in sorted(tdir.glob("*.json"))} if tdir.is_dir() else None},
         "reward": cfg.reward.model_dump(mode="json"),
         "weights_sha256": sha256_file(wpath) if wpath.exists() else None,
+        "custom_tasks": {t: {"spec": cfg.datasets.tasks[t].model_dump(mode="json"),
+                             "files": {p: sha256_file(ws.path(p)) for p in _task_paths(cfg.datasets.tasks[t])
+                                       if ws.path(p).exists()}} for t in custom_tasks(cfg)},
     }
     return sha256_json(settings), settings
+
+
+def _task_paths(spec) -> list[str]:
+    return [p for p in (spec.path, spec.heldout_path) if p]
 
 
 class _Items:
@@ -154,14 +176,15 @@ def measure(ws, cfg, *, progress=None) -> dict:
     """Run the fit and write its item files and report (see the module docstring)."""
     import torch
 
+    from rc1.data.generic import load_tasks
     from rc1.generation import base_ref, open_sampler
     from rc1.rewards.reward import RewardModel
 
     fc = cfg.difficulty_fit
     tasks = fit_tasks(cfg)
-    if not tasks:
-        raise ConfigError("difficulty_fit: the mix (datasets.mix) names no built-in task with a ladder "
-                          f"(mix: {dict(cfg.datasets.mix)}); a custom task is fitted per item")
+    if not tasks and not custom_tasks(cfg):
+        raise ConfigError("difficulty_fit: the mix (datasets.mix) names no task with weight > 0 "
+                          f"(mix: {dict(cfg.datasets.mix)})")
     cfg = cfg.model_copy(deep=True)
     if cfg.engine.name == "trl":
         cfg.strategy.max_turns = 1
@@ -169,17 +192,22 @@ def measure(ws, cfg, *, progress=None) -> dict:
         torch.set_num_threads(cfg.run.threads)
     ident, settings = fit_identity(ws, cfg)
     maker = _Items(ws, cfg)
+    custom = load_tasks(ws, cfg.datasets.tasks, custom_tasks(cfg))
     reward = RewardModel.from_config(cfg, ws)
     generator, note, _ = open_sampler(cfg, base_ref(cfg))
     if note:
         log.warning("difficulty fit: %s", note)
     try:
         table, episodes_n, tokens, fit_seconds = _walk(cfg, tasks, maker, reward, generator, progress)
+        ctable, c_eps, c_tokens, c_seconds = _walk_custom(cfg, custom, reward, generator, progress, len(tasks))
     finally:
         generator.close()
+    table.update(ctable)
+    episodes_n, tokens, fit_seconds = episodes_n + c_eps, tokens + c_tokens, fit_seconds + c_seconds
+    tasks = tasks + list(custom)
     backend = generator.backend
     kept = [t for t in tasks if table[t]["chosen"]]
-    files = _write_items(ws, cfg, maker, table, kept, ident) if kept else {}
+    files = _write_items(ws, cfg, maker, custom, table, kept, ident) if kept else {}
     report = {
         "version": REPORT_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "identity": ident, "settings": settings, "band": list(fc.band), "confidence": CONFIDENCE,
@@ -193,14 +221,37 @@ def measure(ws, cfg, *, progress=None) -> dict:
     return report
 
 
-def _walk(cfg, tasks, maker, reward, generator, progress):
-    """Sample every task's ladder upwards (see the module docstring): (table, episodes, tokens, seconds)."""
-    from rc1.data.ladder import level as level_of
-    from rc1.eval.metrics import majority_baseline
+def _sample(cfg, items: list[dict], generator, reward, seed: int) -> tuple[dict, int]:
+    """Sample every item `difficulty_fit.samples` times with the training rollout's settings
+    (rc1.engines.pure_pt rollout) and score it: (the row's measured fields, completion tokens)."""
     from rc1.generation import SamplingParams
     from rc1.strategies.common import score_rollout
 
     fc, m = cfg.difficulty_fit, cfg.model
+    t1 = time.perf_counter()
+    params = SamplingParams(temperature=m.temperature, top_p=m.top_p, max_new_tokens=m.max_new_tokens,
+                            max_turns=cfg.strategy.max_turns, max_length=cfg.data.max_length, seed=seed,
+                            batch_size=max(1, len(items) * fc.samples), multi_turn=cfg.strategy.multi_turn)
+    eps = generator.episodes(items, num_generations=fc.samples, params=params)
+    reps = [it for it in items for _ in range(fc.samples)]
+    ro = score_rollout(reps, eps, reward, fc.samples)
+    k, total = sum(ro.successes), len(ro.successes)
+    ci = wilson(k, total)
+    comp = [sum(ep.action_mask) for ep in eps]
+    row = {"items": len(items), "n": total, "successes": k, "pass_rate": k / total,
+           "ci": [round(ci[0], 4), round(ci[1], 4)],
+           "truncation_rate": sum(bool(ep.truncated) for ep in eps) / total,
+           "completion_tokens_mean": sum(comp) / total, "seconds": round(time.perf_counter() - t1, 2),
+           "item_pass_rates": ro.group_success()}
+    return row, sum(comp)
+
+
+def _walk(cfg, tasks, maker, reward, generator, progress):
+    """Sample every task's ladder upwards (see the module docstring): (table, episodes, tokens, seconds)."""
+    from rc1.data.ladder import level as level_of
+    from rc1.eval.metrics import majority_baseline
+
+    fc = cfg.difficulty_fit
     t0 = time.perf_counter()
     episodes_n = tokens = 0
     table: dict[str, dict] = {}
@@ -209,41 +260,23 @@ def _walk(cfg, tasks, maker, reward, generator, progress):
         for n in level_range(cfg, task):
             lv = level_of(task, n)
             items = maker.make("fit", task, n, fc.items_per_level)
-            t1 = time.perf_counter()
-            # the training rollout's settings (rc1.engines.pure_pt rollout)
-            params = SamplingParams(temperature=m.temperature, top_p=m.top_p, max_new_tokens=m.max_new_tokens,
-                                    max_turns=cfg.strategy.max_turns, max_length=cfg.data.max_length,
-                                    seed=fc.seed + 1000 * ti + n, batch_size=max(1, len(items) * fc.samples),
-                                    multi_turn=cfg.strategy.multi_turn)
-            eps = generator.episodes(items, num_generations=fc.samples, params=params)
-            reps = [it for it in items for _ in range(fc.samples)]
-            ro = score_rollout(reps, eps, reward, fc.samples)
-            k, total = sum(ro.successes), len(ro.successes)
-            ci = wilson(k, total)
+            measured, toks = _sample(cfg, items, generator, reward, fc.seed + 1000 * ti + n)
+            k, total = measured["successes"], measured["n"]
             maj = majority_baseline(maker.make("fitmajority", task, n, MAJORITY_ITEMS))["overall"]["rate"]
-            comp = [sum(ep.action_mask) for ep in eps]
             episodes_n += total
-            tokens += sum(comp)
-            row = {"level": n, "name": lv.name, "bucket": lv.bucket, "items": len(items), "n": total, "successes": k,
-                   "pass_rate": k / total, "ci": [round(ci[0], 4), round(ci[1], 4)],
-                   "majority_rate": round(maj, 4), "skill": round(skill(k / total, maj), 4),
-                   "truncation_rate": sum(bool(ep.truncated) for ep in eps) / total,
-                   "completion_tokens_mean": sum(comp) / total, "seconds": round(time.perf_counter() - t1, 2),
-                   "item_pass_rates": ro.group_success()}
+            tokens += toks
+            row = {"level": n, "name": lv.name, "bucket": lv.bucket, **measured,
+                   "majority_rate": round(maj, 4), "skill": round(skill(k / total, maj), 4)}
             rows.append(row)
-            if progress:
-                progress(f"difficulty fit: {task} level {n} ({lv.name}): {k}/{total} = {k / total:.2f}, majority-class "
-                         f"{maj:.2f}, skill {row['skill']:.2f}")
-            log.info("difficulty fit: %s level %d (%s): %d/%d = %.3f, CI [%.3f, %.3f]; majority-class %.3f, skill %.3f",
-                     task, n, lv.name, k, total, k / total, *ci, maj, row["skill"])
+            _said(progress, task, n, lv.name, row)
             if row["skill"] < fc.band[0]:
                 break  # harder levels lie above this one: not measured
         chosen, dropped = choose(rows, fc.band)
         for r in rows:
             r["chosen"] = r["level"] in chosen
-        measured = {r["level"] for r in rows}
+        measured_levels = {r["level"] for r in rows}
         for n in level_range(cfg, task):
-            if n not in measured:
+            if n not in measured_levels:
                 rows.append({"level": n, "name": level_of(task, n).name, "bucket": level_of(task, n).bucket,
                              "items": 0, "n": 0, "successes": 0, "pass_rate": None, "ci": None, "chosen": False,
                              "not_measured": "above a level below the band"})
@@ -256,7 +289,55 @@ def _walk(cfg, tasks, maker, reward, generator, progress):
     return table, episodes_n, tokens, time.perf_counter() - t0
 
 
-def _write_items(ws, cfg, maker, table: dict, kept: list[str], ident: str) -> dict:
+def _said(progress, task: str, n: int, name: str, row: dict) -> None:
+    k, total, maj = row["successes"], row["n"], row["majority_rate"]
+    if progress:
+        progress(f"difficulty fit: {task} level {n} ({name}): {k}/{total} = {k / total:.2f}, majority-class "
+                 f"{maj:.2f}, skill {row['skill']:.2f}")
+    log.info("difficulty fit: %s level %d (%s): %d/%d = %.3f, CI [%.3f, %.3f]; majority-class %.3f, skill %.3f",
+             task, n, name, k, total, k / total, *row["ci"], maj, row["skill"])
+
+
+def measured_bucket(rate: float) -> str:
+    """An item's difficulty from the base model's answers to it: easy when every sampled answer was right,
+    hard when none was, medium between (the items a GRPO group learns from)."""
+    return "easy" if rate >= 1.0 else ("hard" if rate <= 0.0 else "medium")
+
+
+def _walk_custom(cfg, custom: dict, reward, generator, progress, offset: int):
+    """A custom task has no ladder: it is fitted per item. `difficulty_fit.items_per_task` of its training
+    items (a seeded sample) are each answered `samples` times; the task's pass rate (beyond its
+    majority-class baseline) decides whether it trains, and every measured item gets its difficulty from
+    its own pass rate (measured_bucket), which the curriculum starts from (prime-rl's item weights)."""
+    from rc1.eval.metrics import majority_baseline
+
+    fc = cfg.difficulty_fit
+    t0 = time.perf_counter()
+    episodes_n = tokens = 0
+    table: dict[str, dict] = {}
+    for ti, (task, data) in enumerate(custom.items()):
+        rng = random.Random(f"fititems:{fc.seed}:{task}")
+        items = rng.sample(data.train, min(fc.items_per_task, len(data.train)))
+        measured, toks = _sample(cfg, items, generator, reward, fc.seed + 1000 * (offset + ti))
+        k, total = measured["successes"], measured["n"]
+        maj = majority_baseline(data.train)["overall"]["rate"]
+        episodes_n += total
+        tokens += toks
+        rates = measured["item_pass_rates"]
+        buckets = {b: sum(measured_bucket(r) == b for r in rates.values()) for b in ("easy", "medium", "hard")}
+        row = {"level": 0, "name": CUSTOM_LEVEL, "bucket": "measured", **measured, "item_buckets": buckets,
+               "majority_rate": round(maj, 4), "skill": round(skill(k / total, maj), 4)}
+        _said(progress, task, 0, CUSTOM_LEVEL, row)
+        chosen, dropped = choose([row], fc.band)
+        row["chosen"] = bool(chosen)
+        table[task] = {"levels": [row], "chosen": chosen, "next_level": None, "dropped": dropped is not None,
+                       "reason": dropped, "custom": True}
+        if dropped:
+            log.warning("difficulty fit: %s dropped from training: %s", task, dropped)
+    return table, episodes_n, tokens, time.perf_counter() - t0
+
+
+def _write_items(ws, cfg, maker, custom: dict, table: dict, kept: list[str], ident: str) -> dict:
     """The training / dev / held-out files of the kept tasks' chosen levels (see the module docstring)."""
     from rc1.data.io import dumps_item
     from rc1.runtime.atomic import atomic_output
@@ -264,6 +345,10 @@ def _write_items(ws, cfg, maker, table: dict, kept: list[str], ident: str) -> di
     fc = cfg.difficulty_fit
     held, dev, train = [], [], []
     for task in kept:
+        if task in custom:
+            h, d, t = _custom_items(cfg, custom[task], table[task]["levels"][0]["item_pass_rates"])
+            held, dev, train = held + h, dev + d, train + t
+            continue
         ch = table[task]["chosen"]
         for j, n in enumerate(ch):
             share = lambda total: total // len(ch) + (1 if j < total % len(ch) else 0)  # noqa: E731
@@ -289,6 +374,28 @@ def _write_items(ws, cfg, maker, table: dict, kept: list[str], ident: str) -> di
         files[rel] = {"n": len(rows), "sha256": sha256_file(path)}
     files["dropped_as_duplicates"] = before - len(train)
     return files
+
+
+def _custom_items(cfg, data, rates: dict[str, float]) -> tuple[list[dict], list[dict], list[dict]]:
+    """(held-out, dev, training) items of a custom task: the held-out items are its own held-out split
+    (up to heldout_per_task, seeded), dev items come from its training split and leave it; every item the
+    fit measured carries its measured pass rate and bucket (meta.fit_pass_rate, measured_bucket)."""
+    import copy
+
+    fc = cfg.difficulty_fit
+    rng = random.Random(f"fitsplit:{fc.seed}:{data.name}")
+    held = rng.sample(data.heldout, min(fc.heldout_per_task, len(data.heldout)))
+    unmeasured = [it for it in data.train if it["id"] not in rates]
+    dev_ids = {it["id"] for it in rng.sample(unmeasured, min(fc.dev_per_task, len(unmeasured)))}
+    dev, train = [], []
+    for it in data.train:
+        it = copy.deepcopy(it)
+        it.setdefault("meta", {}).update({"level_n": 0, "fit_role": "chosen"})
+        if it["id"] in rates:
+            it["meta"]["fit_pass_rate"] = rates[it["id"]]
+            it["bucket"] = it["meta"]["difficulty"] = measured_bucket(rates[it["id"]])
+        (dev if it["id"] in dev_ids else train).append(it)
+    return [copy.deepcopy(it) for it in held], dev, train
 
 
 def summary_line(table: dict, kept: list[str]) -> str:

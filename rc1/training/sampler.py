@@ -227,13 +227,18 @@ class CurriculumSampler:
     @classmethod
     def from_config(cls, cfg, items: list[dict]) -> "CurriculumSampler":
         """Initial weights from the fit: its chosen levels 1, the next harder level (items marked
-        meta.fit_role "next" by rc1.training.fit) difficulty_fit.next_level_share."""
+        meta.fit_role "next" by rc1.training.fit) difficulty_fit.next_level_share; an item measured one by
+        one (meta.fit_pass_rate, a custom task) has that rate as its latest."""
         fc = cfg.difficulty_fit
         initial = {_level_key(it): fc.next_level_share for it in items
                    if (it.get("meta") or {}).get("fit_role") == "next"}
-        return cls(items, dict(cfg.datasets.mix), fc.band, initial, window=fc.curriculum_window,
-                   move=fc.curriculum_step, item_low_weight=fc.item_low_weight, seed=cfg.run.seed,
-                   curriculum=fc.curriculum)
+        sampler = cls(items, dict(cfg.datasets.mix), fc.band, initial, window=fc.curriculum_window,
+                      move=fc.curriculum_step, item_low_weight=fc.item_low_weight, seed=cfg.run.seed,
+                      curriculum=fc.curriculum)
+        # an item the fit measured one by one (a custom task) starts from the base model's pass rate on it
+        sampler.item_rate.update({it["id"]: float(it["meta"]["fit_pass_rate"]) for it in items
+                                  if "fit_pass_rate" in (it.get("meta") or {})})
+        return sampler
 
     def _pick(self, choices: list, weights: list[float], rng):
         w = np.asarray(weights, dtype=float)

@@ -111,8 +111,8 @@ def test_a_shipped_gates_profile_is_fitted_to_the_task_and_a_users_own_file_is_t
     fitted = load_run_gates(cfg, ws)
     assert shipped.pool.min_items == 30000 and set(shipped.pool.mix) == {"hotpotqa", "strategyqa", "gsm8k"}
     assert fitted.pool.mix == fitted.run_config.mix == {"arith": 1.0}
-    # 150 steps x 2 prompts / 4 draws per item
-    assert fitted.pool.min_items == 75 and "fitted to custom task(s) ['arith']" in fitted.note
+    # 120 steps x 2 prompts / 4 draws per item
+    assert fitted.pool.min_items == 60 and "fitted to custom task(s) ['arith']" in fitted.note
     assert fitted.pool.dup_max_pct == shipped.pool.dup_max_pct and fitted.eval == shipped.eval
     # a longer run asks for a larger pool
     cfg.steps = cfg.run.max_steps = 2000

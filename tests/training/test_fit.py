@@ -125,6 +125,65 @@ def test_no_level_in_the_band_refuses_round2_with_the_table_and_the_fix(tmp_path
     assert any("gsm8k" in n and "band" not in n for n in res.notes)
 
 
+def test_a_custom_task_is_fitted_per_item_and_its_items_carry_their_measured_difficulty(tmp_path, tiny_dir,
+                                                                                        monkeypatch):
+    """No difficulty label and no ladder: the base model's answers to each measured item are its difficulty;
+    the held-out items are the task's own held-out split, dev items leave training, and the curriculum
+    starts from the measured pass rates."""
+    from tests.helpers.tasks import write_task_file
+    from rc1.training.fit import measured_bucket
+    from rc1.training.sampler import CurriculumSampler
+
+    import rc1.eval.metrics as metrics
+
+    write_task_file(tmp_path / "data/arith.jsonl", 60)
+    majority = metrics.majority_baseline
+    seen = []
+    # a random tiny model passes ~nothing, below the commonest answer's rate: measure that rate, then call it 0
+    monkeypatch.setattr(metrics, "majority_baseline", lambda items: (seen.append(majority(items)["overall"]["rate"])
+                                                                     or {"overall": {"rate": 0.0}}))
+    config = make_workspace(tmp_path, tiny_dir, extra={
+        "difficulty_fit": {"enable": True, "band": [0.0, 1.0], "items_per_task": 12, "samples": 2,
+                           "heldout_per_task": 10, "dev_per_task": 4},
+        "datasets": {"mix": {"arith": 1.0},
+                     "tasks": {"arith": {"path": "data/arith.jsonl", "verifier": "numeric", "heldout": 0.25}}},
+        "data": {"max_length": 384, "eval_path": "data/fit/dev.jsonl"},
+        "strategy": {"name": "grpo", "num_generations": 2, "prompts_per_step": 2, "max_turns": 1}})
+    ws, cfg, rep = run(tmp_path, config)
+    t = rep["tasks"]["arith"]
+    assert rep["kept"] == ["arith"] and t["custom"] and t["chosen"] == [0]
+    r = t["levels"][0]
+    assert r["items"] == 12 and r["n"] == 24 and len(r["item_pass_rates"]) == 12
+    assert sum(r["item_buckets"].values()) == 12
+    assert seen and seen[0] > 0  # measured on the task's training items: the commonest answer passes some
+
+    files = {rel: [json.loads(x) for x in ws.path(rel).read_text().splitlines()]
+             for rel in ("data/fit/train.jsonl", "data/fit/dev.jsonl", "data/fit/heldout.jsonl")}
+    from rc1.data.generic import load_task
+    data = load_task(ws, "arith", cfg.datasets.tasks["arith"])
+    held_ids = {it["id"] for it in data.heldout}
+    train, dev, held = (files[f"data/fit/{n}.jsonl"] for n in ("train", "dev", "heldout"))
+    assert len(held) == 10 and {it["id"] for it in held} <= held_ids
+    assert len(dev) == 4 and not {it["id"] for it in dev} & {it["id"] for it in train}
+    assert not {it["id"] for it in train + dev} & held_ids
+    assert len(train) + len(dev) == len(data.train)
+    measured = [it for it in train if "fit_pass_rate" in it["meta"]]
+    assert len(measured) == 12  # dev items are drawn from the unmeasured ones
+    for it in measured:
+        assert it["meta"]["difficulty"] == it["bucket"] == measured_bucket(r["item_pass_rates"][it["id"]])
+    s = CurriculumSampler.from_config(cfg, train)
+    assert s.item_rate == {it["id"]: it["meta"]["fit_pass_rate"] for it in measured}
+    assert (measured_bucket(0.0), measured_bucket(0.5), measured_bucket(1.0)) == ("hard", "medium", "easy")
+
+    res = gate(ws, cfg, config)
+    assert res.passed, [c.detail for c in res.checks if not c.passed]
+    # the task file changed after the fit: the fit is for other data
+    p = tmp_path / "data/arith.jsonl"
+    p.write_text(p.read_text().replace('"answer": "1', '"answer": "9', 1))
+    res = gate(ws, cfg, config)
+    assert not res.passed
+
+
 @pytest.mark.parametrize("fit,problem", [
     ({"band": [0.5, 0.4]}, "0 <= low < high <= 1"),
     ({"band": [-0.1, 0.4]}, "0 <= low < high <= 1"),
