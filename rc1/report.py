@@ -324,10 +324,8 @@ def _baseline_table(view: dict) -> list[str]:
     return lines
 
 
-def _spread_table(rep: dict) -> list[str]:
-    from rc1.eval.harness import HELDOUT
-
-    sp = rep["spread"][HELDOUT]
+def _spread_table(rep: dict, set_name: str) -> list[str]:
+    sp = rep["spread"][set_name]
     lines = ["| seed | trained success | delta vs base | delta 95% CI |", "|---|---|---|---|"]
     for p in sp["per_seed"]:
         lines.append(f"| {p['seed_index']} ({p['seed']}) | {fmt_pct(p['trained_success'])} | {fmt_pp(p['delta_pp'])} | "
@@ -567,7 +565,12 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
     lines += _fit_lines(ws, rep)
     lines += ["## Held-out success: trained vs base", ""]
     if multi:
-        lines += ["### Spread across seeds (one training run per seed)", ""] + _spread_table(rep) + [""]
+        from rc1.eval.harness import HELDOUT
+
+        for name in dict.fromkeys((rep.get("heldout_set") or HELDOUT, HELDOUT)):
+            if name in rep["spread"]:
+                lines += [f"### Spread across seeds on the {name} set (one training run per seed)", ""]
+                lines += _spread_table(rep, name) + [""]
     for run, view in zip(runs, views):
         if multi:
             lines += [f"### {_run_title(rep, run)}", ""]

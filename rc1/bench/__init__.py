@@ -12,6 +12,7 @@ returns the result; `run_area` runs one and writes reports/bench/<area>.json.
   distributed  1 process with accumulation vs N processes: equal parameters, s/step
   memory   peak memory of one GRPO step of a model shape (QLoRA, LoRA, full), measured or extrapolated
   learn    rc1 vs TRL GRPO on the same budget: held-out accuracy against wall time
+  seeds    a run config through `rc1 pipeline` at N seeds: each seed's held-out gain with its paired CI
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed", "memory", "learn")
+AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed", "memory", "learn", "seeds")
 
 
 def report_path(ws, area: str) -> Path:

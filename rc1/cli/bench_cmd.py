@@ -162,5 +162,15 @@ def learn(
     _run("learn", budget_s=budget_s, model=model, eval_items=eval_items, eval_every_s=eval_every_s, threads=threads)
 
 
+@bench_app.command("seeds")
+def seeds(
+    config: Annotated[str, typer.Option("--config", "-c", help="run config (workspace-relative)")] = "configs/local.yaml",
+    n: Annotated[int, typer.Option("--seeds", min=2, help="training seeds (the config's own first)")] = 3,
+) -> None:
+    """The config trained at N seeds through `rc1 pipeline` (in a fresh workspace): each seed's held-out gain
+    with its paired CI on the set the RC1 gate judges."""
+    _run("seeds", config=config, seeds=n)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(bench_app, name="bench")

@@ -87,6 +87,9 @@ def test_every_seed_run_is_evaluated_against_one_base_pass(tiny_ws):
     assert [p["seed_index"] for p in sp["per_seed"]] == [0, 1] and sp["delta_pp"]["n"] == 2
     assert sp["delta_pp"]["min"] <= sp["delta_pp"]["mean"] <= sp["delta_pp"]["max"]
     assert "STOPPED EARLY" in r.output and "across 2 seeds" in r.output
+    r = rc1(ws, "report", "--config", "configs/tiny.yaml")
+    md = ws.path("reports/rc1/rc1_report.md").read_text()
+    assert "### Spread across seeds on the shadow set" in md and "| 1 (2) |" in md
     # --seed-index picks one run
     r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--shadow-only", "--seed-index", "1")
     assert r.exit_code == 0, r.output

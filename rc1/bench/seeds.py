@@ -1,0 +1,122 @@
+"""`rc1 bench seeds`: one run config trained at several seeds through the main pipeline; each seed's
+held-out gain with its paired CI.
+
+`make run` trains configs/local.yaml at one seed, to stay within the 30-minute budget on 2 cores. Early
+RL varies a lot by seed, so a learning claim needs three. This benchmark writes the config with `seeds`
+extended to N seeds (the config's own seeds first, then the first seed + 10, + 20, ...) to
+reports/bench/<name>_seeds<N>.yaml and runs `rc1 pipeline` on it as a subprocess: the same stages, gates
+and evidence as `make run`, one training run per seed (each with its own checkpoints), one eval of every
+seed against one base pass, and the RC1 report. Run it in a fresh workspace (a clone): the pipeline starts
+from the data stages there.
+
+The result, from the eval report the pipeline wrote: per seed, base and trained success on the set the
+RC1 gate judges (the fitted held-out items when the difficulty fit is on) with the paired bootstrap 95 %
+CI of the gain, the same on the shadow set beside it, and whether every seed's CI lower bound is above 0.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from rc1.config.load import load_train_config, read_mapping
+from rc1.runtime.atomic import atomic_write_text
+from rc1.runtime.errors import ConfigError
+
+SEED_STEP = 10
+
+
+def seed_list(own: list[int], n: int) -> list[int]:
+    """The config's own seeds, then its first seed + 10, + 20, ... until there are `n` (never a repeat)."""
+    out = list(own[:n])
+    k = 1
+    while len(out) < n:
+        s = own[0] + SEED_STEP * k
+        if s not in out:
+            out.append(s)
+        k += 1
+    return out
+
+
+def derived_config(ws, config: str, n: int) -> tuple[str, list[int]]:
+    """Write `config` with `seeds` set to n seeds; returns (its workspace-relative path, the seeds)."""
+    import yaml
+
+    cfg = load_train_config(config, ws)  # the config must be valid as it stands
+    data = read_mapping(ws.path(config), config)
+    seeds = seed_list(cfg.seed_list, n)
+    data["seeds"] = seeds
+    data.setdefault("run", {})["seed"] = seeds[0]
+    name = ws.path(config).stem
+    rel = f"reports/bench/{name}_seeds{n}.yaml"
+    header = (f"# {config} with seeds {seeds}: written by `rc1 bench seeds --config {config} --seeds {n}`\n")
+    atomic_write_text(ws.path(rel), header + yaml.safe_dump(data, sort_keys=False))
+    load_train_config(rel, ws)  # and so must the derived one
+    return rel, seeds
+
+
+def summarize(report: dict) -> dict:
+    """Per seed and per set (the gate's set first, then the shadow set): base, trained, gain and its CI."""
+    from rc1.eval.splits import HELDOUT
+
+    decisive = report.get("heldout_set") or HELDOUT
+    out: dict = {"set": decisive, "sets": {}}
+    for name in dict.fromkeys((decisive, HELDOUT)):
+        if name not in report["results"]:
+            continue
+        base = report["results"][name]["base"]["success"]
+        rows = []
+        for run in report["runs"]:
+            r = run["results"][name]
+            d = r["delta"]["success"]
+            rows.append({"seed_index": run["seed_index"], "seed": run["seed"], "n": base["n"],
+                         "base": base["rate"], "trained": r["trained"]["success"]["rate"],
+                         "delta_pp": d["delta_pp"], "ci95_pp": d["ci95_pp"],
+                         "stopped_early": run["training"].get("stopped_early")})
+        out["sets"][name] = {"majority": report["results"][name]["majority"]["overall"]["rate"], "per_seed": rows}
+    rows = out["sets"][decisive]["per_seed"]
+    out["seeds_with_ci_above_0"] = sum(r["ci95_pp"][0] > 0 for r in rows)
+    out["all_seeds_ci_above_0"] = bool(rows) and out["seeds_with_ci_above_0"] == len(rows)
+    return out
+
+
+def _table(summary: dict) -> str:
+    lines = []
+    for name, s in summary["sets"].items():
+        lines.append(f"{name} set (majority-class {s['majority']:.1%}"
+                     + (", judged by the RC1 gate)" if name == summary["set"] else ", reported beside it)"))
+        lines.append(f"  {'seed':<16} {'n':>4} {'base':>7} {'trained':>8} {'gain':>8}  95% CI")
+        for r in s["per_seed"]:
+            lo, hi = r["ci95_pp"]
+            lines.append(f"  {r['seed_index']} ({r['seed']})".ljust(18) + f" {r['n']:>4} {r['base']:>7.1%} "
+                         f"{r['trained']:>8.1%} {r['delta_pp']:>+7.1f}pp  [{lo:+.1f}, {hi:+.1f}]"
+                         + ("  STOPPED EARLY" if r["stopped_early"] else ""))
+    lines.append(f"{summary['seeds_with_ci_above_0']} of {len(summary['sets'][summary['set']]['per_seed'])} seeds "
+                 f"with a gain whose CI lower bound is above 0 on the {summary['set']} set")
+    return "\n".join(lines)
+
+
+def run(ws, quick: bool = False, config: str = "configs/local.yaml", seeds: int = 3) -> dict:
+    import json
+
+    if seeds < 2:
+        raise ConfigError(f"--seeds {seeds}: a spread needs at least 2 seeds")
+    rel, seed_values = derived_config(ws, config, seeds)
+    print(f"rc1 bench seeds: {config} at seeds {seed_values} -> {rel}; running `rc1 pipeline --config {rel}`",
+          flush=True)
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "rc1.cli.main", "pipeline", "--config", rel], cwd=ws.root)
+    wall = time.time() - t0
+    result = {"config": config, "derived_config": rel, "seeds": seed_values, "pipeline_exit": proc.returncode,
+              "pipeline_seconds": round(wall, 1)}
+    reports = sorted(ws.reports.glob("ppo_eval_*.json"))
+    report = json.loads(reports[-1].read_text()) if reports else None
+    if report is None or (report.get("config") or {}).get("path") != rel or len(report["runs"]) != seeds:
+        print(f"rc1 pipeline exited {proc.returncode} before evaluating every seed of {rel}", flush=True)
+        result["summary"] = None
+        return result
+    result["eval_report"] = ws.rel(reports[-1])
+    result["summary"] = summarize(report)
+    print(_table(result["summary"]), flush=True)
+    return result

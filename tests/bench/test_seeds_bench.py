@@ -1,0 +1,57 @@
+"""`rc1 bench seeds`: the config at N seeds (written beside the reports), and each seed's gain read back."""
+
+from __future__ import annotations
+
+import yaml
+from typer.testing import CliRunner
+
+from rc1.bench.seeds import derived_config, seed_list, summarize
+from rc1.cli.main import app
+from rc1.runtime.workspace import Workspace
+from tests.helpers.workspace import make_workspace
+
+
+def test_seed_list_keeps_the_configs_own_seeds_first_and_never_repeats():
+    assert seed_list([20250820], 3) == [20250820, 20250830, 20250840]
+    assert seed_list([5, 15], 3) == [5, 15, 25]
+    assert seed_list([1, 2, 3, 4], 2) == [1, 2]
+
+
+def test_the_derived_config_is_the_same_run_at_n_seeds(tmp_path, tiny_dir):
+    config = make_workspace(tmp_path, tiny_dir)
+    ws = Workspace(tmp_path)
+    rel, seeds = derived_config(ws, str(config), 3)
+    assert rel == "reports/bench/run_seeds3.yaml" and seeds == [7, 17, 27]
+    own, derived = yaml.safe_load((tmp_path / config).read_text()), yaml.safe_load(ws.path(rel).read_text())
+    assert derived.pop("seeds") == seeds and derived["run"].pop("seed") == own["run"].pop("seed") == 7
+    own.pop("seeds", None)
+    assert derived == own
+
+
+def test_a_bad_config_or_seed_count_is_a_one_line_error(tmp_path, tiny_dir):
+    make_workspace(tmp_path, tiny_dir)
+    res = CliRunner().invoke(app, ["--workdir", str(tmp_path), "bench", "seeds", "--config", "configs/nope.yaml"])
+    assert res.exit_code == 2 and "configs/nope.yaml: config file not found" in res.output
+    res = CliRunner().invoke(app, ["--workdir", str(tmp_path), "bench", "seeds", "--seeds", "1"])
+    assert res.exit_code == 2 and "--seeds" in res.output
+    assert not (tmp_path / "reports/bench/run_seeds1.yaml").exists()
+
+
+def _run(i, seed, trained, delta, ci, stopped=False):
+    return {"seed_index": i, "seed": seed, "training": {"stopped_early": stopped},
+            "results": {s: {"trained": {"success": {"rate": trained}},
+                            "delta": {"success": {"delta_pp": delta, "ci95_pp": ci}}} for s in ("fitted", "shadow")}}
+
+
+def test_summary_judges_each_seed_on_the_gates_set_and_counts_the_ones_whose_ci_clears_zero():
+    base = {"base": {"success": {"rate": 0.35, "n": 96}}, "majority": {"overall": {"rate": 0.08}}}
+    report = {"heldout_set": "fitted", "results": {"fitted": base, "shadow": base},
+              "runs": [_run(0, 1, 0.54, 18.8, [8.3, 29.2]), _run(1, 11, 0.40, 5.0, [-2.0, 12.0]),
+                       _run(2, 21, 0.50, 15.0, [4.0, 25.0], stopped=True)]}
+    s = summarize(report)
+    assert s["set"] == "fitted" and list(s["sets"]) == ["fitted", "shadow"]
+    assert s["seeds_with_ci_above_0"] == 2 and not s["all_seeds_ci_above_0"]
+    assert [r["seed"] for r in s["sets"]["fitted"]["per_seed"]] == [1, 11, 21]
+    assert s["sets"]["fitted"]["per_seed"][2]["stopped_early"] is True
+    report["runs"][1]["results"]["fitted"]["delta"]["success"]["ci95_pp"] = [0.5, 12.0]
+    assert summarize(report)["all_seeds_ci_above_0"]
