@@ -9,6 +9,9 @@ retyped. Plots (matplotlib, Agg backend) go beside the markdown in reports/rc1/p
   training_curves.png   loss, reward and KL per step (reports/metrics.jsonl)
   bucket_success.png    held-out success by bucket/task, base vs trained, 95 % CI error bars
   reward_dims.png       reward/<dimension> per step
+  difficulty_fit.png    the fit's task x level base pass rates with CIs, the chosen levels and the band
+  curriculum.png        the curriculum's level weights (and running pass rates) per step
+  gain.png              held-out gain overall and per task with paired CIs, one bar per seed
 The manifest table lists the sha256 of the data files, weights file, configs, base model,
 checkpoint, eval report and the code commit (rc1.runtime.provenance).
 
@@ -159,6 +162,103 @@ def plot_bucket_success(held: dict, out: Path) -> bool:
     ax.set_title("held-out success, base vs trained")
     ax.set_ylim(0, 100)
     ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def plot_difficulty_fit(fit: dict | None, out: Path) -> bool:
+    """reports/difficulty_fit.json: each task x level's base pass rate with its 95 % CI, chosen levels filled,
+    the band shaded (the band is on skill beyond the majority-class baseline, drawn as a dashed mark)."""
+    if not fit or not fit.get("tasks"):
+        return False
+    plt = _plt()
+    lo, hi = fit["band"]
+    tasks = list(fit["tasks"].items())
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.4 * len(tasks) + 0.6, 3.4), squeeze=False, sharey=True)
+    for ax, (task, t) in zip(axes[0], tasks):
+        rows = [r for r in t["levels"] if r.get("pass_rate") is not None]
+        xs = [r["level"] for r in rows]
+        ys = [100 * r["pass_rate"] for r in rows]
+        err = [[100 * (r["pass_rate"] - r["ci"][0]) for r in rows], [100 * (r["ci"][1] - r["pass_rate"]) for r in rows]]
+        ax.axhspan(100 * lo, 100 * hi, color="tab:green", alpha=0.08, label="band")
+        for x, y, r in zip(xs, ys, rows):
+            ax.bar(x, y, 0.6, color="tab:blue" if r.get("chosen") else "lightgray",
+                   edgecolor="tab:blue", label=None)
+            ax.plot([x - 0.3, x + 0.3], [100 * r["majority_rate"]] * 2, "k--", lw=1)
+        ax.errorbar(xs, ys, yerr=err, fmt="none", ecolor="black", capsize=3, lw=1)
+        for r in t["levels"]:
+            if r.get("pass_rate") is None:
+                ax.text(r["level"], 2, "not\nmeasured", ha="center", fontsize=6, color="gray")
+        ax.set_title(f"{task}" + ("" if t["chosen"] else " (dropped)"), fontsize=9)
+        ax.set_xlabel("level")
+        ax.set_xticks([r["level"] for r in t["levels"]])
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("base pass@1 % (95% CI)")
+    axes[0][0].set_ylim(0, 100)
+    fig.suptitle("difficulty fit: blue = chosen; dashed = majority-class baseline; green = band", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def plot_curriculum(rows: list[dict], out: Path) -> bool:
+    """The curriculum's level weights per step (curriculum/<task>/L<n>/weight in reports/metrics.jsonl), one
+    panel per task, the running pass rate of each level dashed."""
+    keys = sorted({k for r in rows for k in r if k.startswith("curriculum/") and k.endswith("/weight")})
+    if not keys:
+        return False
+    plt = _plt()
+    tasks = list(dict.fromkeys(k.split("/")[1] for k in keys))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.4 * len(tasks), 3.2), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for k in (k for k in keys if k.split("/")[1] == task):
+            level = k.split("/")[2]
+            xs, ys = _series(rows, k)
+            line, = ax.plot(xs, ys, lw=1.4, label=f"{level} weight")
+            xs, ys = _series(rows, k.replace("/weight", "/pass_rate"))
+            if xs:
+                ax.plot(xs, ys, lw=0.9, ls="--", color=line.get_color(), label=f"{level} pass rate")
+        ax.set_title(f"curriculum: {task}", fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_ylim(0, max(1.05, ax.get_ylim()[1]))
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def plot_gain(rep: dict, set_name: str, out: Path) -> bool:
+    """Held-out gain (trained - base, pp) overall and per task with its paired 95 % CI, one bar per seed."""
+    runs = [r for r in rep.get("runs") or [] if set_name in r.get("results", {})]
+    if not runs:
+        return False
+    plt = _plt()
+    import numpy as np
+
+    first = runs[0]["results"][set_name]["delta"]
+    labels = ["overall", *first["by_task"]]
+    x = np.arange(len(labels))
+    width = 0.8 / len(runs)
+    fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(labels) + 1), 3.6))
+    for i, run in enumerate(runs):
+        d = run["results"][set_name]["delta"]
+        parts = [d["success"], *(d["by_task"][t] for t in labels[1:])]
+        ys = [p["delta_pp"] or 0 for p in parts]
+        err = [[(p["delta_pp"] - p["ci95_pp"][0]) if p.get("ci95_pp") else 0 for p in parts],
+               [(p["ci95_pp"][1] - p["delta_pp"]) if p.get("ci95_pp") else 0 for p in parts]]
+        label = f"seed {run['seed_index']} ({run['seed']})" if len(runs) > 1 else "trained - base"
+        ax.bar(x + (i - (len(runs) - 1) / 2) * width, ys, width, yerr=err, capsize=3, label=label)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylabel("gain, pp (paired 95% CI)")
+    ax.set_title(f"held-out gain on the {set_name} set", fontsize=9)
+    ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
@@ -537,10 +637,17 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
     plots_dir.mkdir(parents=True, exist_ok=True)
     rows = _read_metrics(ws)
     plots = {}
-    for name, fn, arg in (("training_curves", plot_training_curves, rows), ("bucket_success", plot_bucket_success, views[0]),
-                          ("reward_dims", plot_reward_dims, rows)):
+    from rc1.training.fit import read_report as read_fit
+
+    for name, draw in (("training_curves", lambda o: plot_training_curves(rows, o)),
+                       ("bucket_success", lambda o: plot_bucket_success(views[0], o)),
+                       ("reward_dims", lambda o: plot_reward_dims(rows, o)),
+                       ("difficulty_fit", lambda o: plot_difficulty_fit(read_fit(ws) if cfg.difficulty_fit.enable
+                                                                        else None, o)),
+                       ("curriculum", lambda o: plot_curriculum(rows, o)),
+                       ("gain", lambda o: plot_gain(rep, held_name, o))):
         out = plots_dir / f"{name}.png"
-        if fn(arg, out):
+        if draw(out):
             register_artifact(ws, out, "rc1_report_plot")
             plots[name] = out.relative_to(ws.path(REPORT_MD).parent).as_posix()
 
@@ -563,7 +670,11 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
               + f" Base model `{rep['model']['base']}`; greedy decoding, max_new_tokens "
               f"{rep['generation']['max_new_tokens']}.", ""] + _setup_lines(rep) + [""]
     lines += _fit_lines(ws, rep)
+    if "difficulty_fit" in plots:
+        lines += [f"![difficulty fit]({plots['difficulty_fit']})", ""]
     lines += ["## Held-out success: trained vs base", ""]
+    if "gain" in plots:
+        lines += [f"![held-out gain per task]({plots['gain']})", ""]
     if multi:
         from rc1.eval.harness import HELDOUT
 
@@ -622,6 +733,8 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
         lines += [f"![training curves]({plots['training_curves']})", ""]
     if "reward_dims" in plots:
         lines += [f"![reward dimensions]({plots['reward_dims']})", ""]
+    if "curriculum" in plots:
+        lines += [f"![curriculum level weights]({plots['curriculum']})", ""]
     thr = rep.get("throughput") or {}
     lines += ["## Eval throughput", "", f"Eval dtype {rep['dtype']['eval']} on {rep['dtype']['device']}.", "",
               "| model | episodes | seconds | episodes/s | cached |", "|---|---|---|---|---|"]

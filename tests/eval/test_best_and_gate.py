@@ -295,7 +295,9 @@ def test_report_numbers_equal_the_json(ws):
     with open(ws.metrics_path, "w") as fh:
         for s in range(1, 6):
             fh.write(json.dumps({"step": s, "loss": 1.0 / s, "reward": 0.1 * s, "kl": 0.01 * s,
-                                 "reward/correctness": 0.2 * s}) + "\n")
+                                 "reward/correctness": 0.2 * s, "curriculum/gsm8k/L0/weight": 1.0 - 0.1 * s,
+                                 "curriculum/gsm8k/L1/weight": 0.1 * s, "curriculum/gsm8k/L0/pass_rate": 0.15 * s})
+                     + "\n")
     md_path = build_report(ws)
     md = md_path.read_text()
     rep = json.loads(p.read_text())
@@ -315,9 +317,24 @@ def test_report_numbers_equal_the_json(ws):
     assert task[10] == f"{100 * held['mde']['by_task']['hotpotqa']['mde']:.1f} pp"
     assert "Eval dtype: **fp32**" in md and "Training dtype: **fp32**" in md
     assert "smallest success increase" in md and "completed (step 10/10)" in md
-    for png in ("training_curves", "bucket_success", "reward_dims"):
+    for png in ("training_curves", "bucket_success", "reward_dims", "curriculum", "gain"):
         assert f"plots/{png}.png" in md and (md_path.parent / "plots" / f"{png}.png").stat().st_size > 1000
     assert sha256_file(p) in md and "code commit" in md and (md_path.parent / "rc1_report.md.sha256").exists()
+
+
+def test_the_difficulty_fit_plot_draws_every_task_and_skips_a_run_without_a_fit(tmp_path):
+    from rc1.report import plot_difficulty_fit
+
+    def level(n, p, chosen):
+        return {"level": n, "pass_rate": p, "ci": [max(0, p - 0.1), min(1, p + 0.1)], "majority_rate": 0.05,
+                "chosen": chosen}
+    fit = {"band": [0.05, 0.8], "tasks": {
+        "gsm8k": {"chosen": [0], "levels": [level(0, 0.2, True), level(1, 0.02, False),
+                                            {"level": 2, "pass_rate": None, "chosen": False}]},
+        "hotpotqa": {"chosen": [], "levels": [level(0, 0.0, False)]}}}
+    out = tmp_path / "fit.png"
+    assert plot_difficulty_fit(fit, out) and out.stat().st_size > 1000
+    assert not plot_difficulty_fit(None, tmp_path / "none.png") and not (tmp_path / "none.png").exists()
 
 
 def test_report_states_not_measurable_checks_and_early_stops(ws):
