@@ -6,8 +6,10 @@ RL varies a lot by seed, so a learning claim needs three. This benchmark writes 
 extended to N seeds (the config's own seeds first, then the first seed + 10, + 20, ...) to
 reports/bench/<name>_seeds<N>.yaml and runs `rc1 pipeline` on it as a subprocess: the same stages, gates
 and evidence as `make run`, one training run per seed (each with its own checkpoints), one eval of every
-seed against one base pass, and the RC1 report. Run it in a fresh workspace (a clone): the pipeline starts
-from the data stages there.
+seed against one base pass, and the RC1 report. When a gate after training stops the pipeline (for example
+training_done refusing one seed's KL), the benchmark still evaluates every trained seed with `rc1 eval` and
+records each gate's failing checks beside the gains: a measurement, not a pass. Run it in a fresh workspace
+(a clone): the pipeline starts from the data stages there.
 
 The result, from the eval report the pipeline wrote: per seed, base and trained success on the set the
 RC1 gate judges (the fitted held-out items when the difficulty fit is on) with the paired bootstrap 95 %
@@ -97,9 +99,34 @@ def _table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def run(ws, quick: bool = False, config: str = "configs/local.yaml", seeds: int = 3) -> dict:
+def _latest_eval(ws, rel: str, seeds: int):
+    """(the newest eval report of config `rel` that evaluated `seeds` runs, its path), or (None, None)."""
     import json
 
+    for path in sorted(ws.reports.glob("ppo_eval_*.json"), reverse=True):
+        rep = json.loads(path.read_text())
+        if (rep.get("config") or {}).get("path") == rel and len(rep.get("runs") or []) == seeds:
+            return rep, path
+    return None, None
+
+
+def _gate_verdicts(ws) -> dict:
+    """Each gate report's verdict and failing checks (reports/gates/*.json), as the pipeline left them."""
+    import json
+
+    out = {}
+    for path in sorted(ws.path("reports/gates").glob("*.json")) if ws.path("reports/gates").exists() else []:
+        try:
+            rep = json.loads(path.read_text())
+        except ValueError:
+            continue
+        checks = [c for r in rep.get("results", [rep]) for c in r.get("checks", [])]
+        out[path.stem] = {"failing": [{k: c.get(k) for k in ("name", "measured", "threshold")}
+                                      for c in checks if c.get("status") == "fail"]}
+    return out
+
+
+def run(ws, quick: bool = False, config: str = "configs/local.yaml", seeds: int = 3) -> dict:
     if seeds < 2:
         raise ConfigError(f"--seeds {seeds}: a spread needs at least 2 seeds")
     rel, seed_values = derived_config(ws, config, seeds)
@@ -110,13 +137,21 @@ def run(ws, quick: bool = False, config: str = "configs/local.yaml", seeds: int 
     wall = time.time() - t0
     result = {"config": config, "derived_config": rel, "seeds": seed_values, "pipeline_exit": proc.returncode,
               "pipeline_seconds": round(wall, 1)}
-    reports = sorted(ws.reports.glob("ppo_eval_*.json"))
-    report = json.loads(reports[-1].read_text()) if reports else None
-    if report is None or (report.get("config") or {}).get("path") != rel or len(report["runs"]) != seeds:
-        print(f"rc1 pipeline exited {proc.returncode} before evaluating every seed of {rel}", flush=True)
+    report, path = _latest_eval(ws, rel, seeds)
+    if report is None and proc.returncode != 0:
+        # a gate after training (training_done: a seed's KL over its tolerance) stops the pipeline before its
+        # eval; the benchmark still measures every seed that trained, and records the refusal beside it
+        print(f"rc1 pipeline exited {proc.returncode}; evaluating every trained seed (`rc1 eval --config {rel}`)",
+              flush=True)
+        ev = subprocess.run([sys.executable, "-m", "rc1.cli.main", "eval", "--config", rel], cwd=ws.root)
+        result["eval_after_pipeline_stopped"] = ev.returncode
+        report, path = _latest_eval(ws, rel, seeds)
+    result["gates"] = _gate_verdicts(ws)
+    if report is None:
+        print(f"no eval of every seed of {rel} (pipeline exit {proc.returncode})", flush=True)
         result["summary"] = None
         return result
-    result["eval_report"] = ws.rel(reports[-1])
+    result["eval_report"] = ws.rel(path)
     result["summary"] = summarize(report)
     print(_table(result["summary"]), flush=True)
     return result

@@ -55,3 +55,24 @@ def test_summary_judges_each_seed_on_the_gates_set_and_counts_the_ones_whose_ci_
     assert s["sets"]["fitted"]["per_seed"][2]["stopped_early"] is True
     report["runs"][1]["results"]["fitted"]["delta"]["success"]["ci95_pp"] = [0.5, 12.0]
     assert summarize(report)["all_seeds_ci_above_0"]
+
+
+def test_the_benchmark_reads_the_eval_of_its_own_config_and_every_gates_failing_checks(tmp_path):
+    import json
+
+    from rc1.bench.seeds import _gate_verdicts, _latest_eval
+
+    ws = Workspace(tmp_path)
+    (tmp_path / "reports/gates").mkdir(parents=True)
+    for name, path, runs in (("ppo_eval_1.json", "reports/bench/local_seeds3.yaml", 3),
+                             ("ppo_eval_2.json", "configs/local.yaml", 1),           # make run's, newer
+                             ("ppo_eval_0.json", "reports/bench/local_seeds3.yaml", 2)):
+        (tmp_path / "reports" / name).write_text(json.dumps({"config": {"path": path}, "runs": [{}] * runs}))
+    rep, path = _latest_eval(ws, "reports/bench/local_seeds3.yaml", 3)
+    assert path.name == "ppo_eval_1.json" and len(rep["runs"]) == 3
+    assert _latest_eval(ws, "reports/bench/local_seeds3.yaml", 4) == (None, None)
+    kl = {"name": "seed 2 (20250840): KL vs target_kl", "measured": 0.081, "threshold": "<= 0.075", "status": "fail"}
+    (tmp_path / "reports/gates/training_done.json").write_text(json.dumps(
+        {"results": [{"checks": [{"name": "steps", "status": "pass"}, kl]}]}))
+    assert _gate_verdicts(ws) == {"training_done": {"failing": [
+        {"name": kl["name"], "measured": 0.081, "threshold": "<= 0.075"}]}}
