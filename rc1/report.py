@@ -74,6 +74,21 @@ def _read_metrics(ws: Workspace) -> list[dict]:
     return [r for r in rows if isinstance(r.get("step"), (int, float))]
 
 
+def _by_seed(rows: list[dict]) -> dict[int, list[dict]]:
+    """reports/metrics.jsonl rows per training run: by seed_index where a row has it, else a new run where
+    the steps start again at 1 (one run per seed, trained one after the other; a resume repeats later steps)."""
+    out: dict[int, list[dict]] = {}
+    run, prev = 0, None
+    for r in rows:
+        if "seed_index" in r:
+            run = int(r["seed_index"])
+        elif prev is not None and r["step"] <= 1 < prev:
+            run += 1
+        prev = r["step"]
+        out.setdefault(run, []).append(r)
+    return dict(sorted(out.items()))
+
+
 def _series(rows: list[dict], key: str) -> tuple[list[float], list[float]]:
     xs, ys = [], []
     for r in rows:
@@ -100,9 +115,13 @@ def plot_training_curves(rows: list[dict], out: Path) -> bool:
         return False
     plt = _plt()
     fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.2), squeeze=False)
+    runs = _by_seed(rows)
     for ax, k in zip(axes[0], keys):
-        xs, ys = _series(rows, k)
-        ax.plot(xs, ys, lw=1.2)
+        for i, run in runs.items():
+            xs, ys = _series(run, k)
+            ax.plot(xs, ys, lw=1.2, label=f"seed {i}" if len(runs) > 1 else None)
+        if len(runs) > 1:
+            ax.legend(fontsize=7)
         ax.set_title(k)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
@@ -117,7 +136,11 @@ def plot_reward_dims(rows: list[dict], out: Path) -> bool:
     if not dims:
         return False
     plt = _plt()
+    runs = _by_seed(rows)
+    first, rows = next(iter(runs.items()))  # several seeds: the first run's (its lines would overlap the others')
     fig, ax = plt.subplots(figsize=(7, 3.6))
+    if len(runs) > 1:
+        ax.set_title(f"seed {first} of {len(runs)}", fontsize=9)
     for d in dims:
         xs, ys = _series(rows, f"reward/{d}")
         ax.plot(xs, ys, lw=1.2, label=d)
@@ -213,20 +236,22 @@ def plot_curriculum(rows: list[dict], out: Path) -> bool:
         return False
     plt = _plt()
     tasks = list(dict.fromkeys(k.split("/")[1] for k in keys))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.4 * len(tasks), 3.2), squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        for k in (k for k in keys if k.split("/")[1] == task):
-            level = k.split("/")[2]
-            xs, ys = _series(rows, k)
-            line, = ax.plot(xs, ys, lw=1.4, label=f"{level} weight")
-            xs, ys = _series(rows, k.replace("/weight", "/pass_rate"))
-            if xs:
-                ax.plot(xs, ys, lw=0.9, ls="--", color=line.get_color(), label=f"{level} pass rate")
-        ax.set_title(f"curriculum: {task}", fontsize=9)
-        ax.set_xlabel("step")
-        ax.set_ylim(0, max(1.05, ax.get_ylim()[1]))
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
+    runs = _by_seed(rows)
+    fig, axes = plt.subplots(len(runs), len(tasks), figsize=(4.4 * len(tasks), 3.2 * len(runs)), squeeze=False)
+    for row_axes, (seed, run) in zip(axes, runs.items()):
+        for ax, task in zip(row_axes, tasks):
+            for k in (k for k in keys if k.split("/")[1] == task):
+                level = k.split("/")[2]
+                xs, ys = _series(run, k)
+                line, = ax.plot(xs, ys, lw=1.4, label=f"{level} weight")
+                xs, ys = _series(run, k.replace("/weight", "/pass_rate"))
+                if xs:
+                    ax.plot(xs, ys, lw=0.9, ls="--", color=line.get_color(), label=f"{level} pass rate")
+            ax.set_title(f"curriculum: {task}" + (f", seed {seed}" if len(runs) > 1 else ""), fontsize=9)
+            ax.set_xlabel("step")
+            ax.set_ylim(0, max(1.05, ax.get_ylim()[1]))
+            ax.legend(fontsize=7)
+            ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)

@@ -322,6 +322,16 @@ def test_report_numbers_equal_the_json(ws):
     assert sha256_file(p) in md and "code commit" in md and (md_path.parent / "rc1_report.md.sha256").exists()
 
 
+def test_metrics_rows_are_split_into_one_run_per_seed_for_the_plots():
+    from rc1.report import _by_seed
+
+    steps = [1, 2, 3, 2, 3, 4, 1, 2, 1, 2]   # seed 0 resumed from step 1 (repeats 2-3), then seeds 1 and 2
+    runs = _by_seed([{"step": s} for s in steps])
+    assert {i: [r["step"] for r in rows] for i, rows in runs.items()} == {0: [1, 2, 3, 2, 3, 4], 1: [1, 2], 2: [1, 2]}
+    tagged = _by_seed([{"step": 1, "seed_index": 1}, {"step": 1, "seed_index": 0}])
+    assert list(tagged) == [0, 1]
+
+
 def test_the_difficulty_fit_plot_draws_every_task_and_skips_a_run_without_a_fit(tmp_path):
     from rc1.report import plot_difficulty_fit
 
