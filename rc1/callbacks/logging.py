@@ -28,6 +28,8 @@ class LoggingCallback(BaseCallback):
         if self.writer is None:
             return
         record["heartbeat"] = round(time.time(), 3)
+        # one run per seed, one after the other in the same file: the console and the report tell them apart
+        record.setdefault("seed_index", recipe.seed_index)
         for k in REQUIRED_KEYS:
             record.setdefault(k, None)
         self.writer.write(record)

@@ -34,6 +34,7 @@ def test_eval_dev_and_early_stop(tmp_path, tiny_model_dir):
     assert [r["step"] for r in recs] == [1, 2, 3, 4, 5, 6]  # stopped after the 3rd eval without improvement
     assert "eval/success" in recs[1] and "eval/success" not in recs[0]
     assert all("grad_clipped_frac" in r for r in recs)
+    assert all(r["seed_index"] == 0 for r in recs)  # one run per seed: the console and the report split by it
     end = read_training_end(ws)
     assert end["reason"] == "early_stop" and end["checkpoint"] == "checkpoints/t/step_00006"
 
