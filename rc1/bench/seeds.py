@@ -111,19 +111,13 @@ def _latest_eval(ws, rel: str, seeds: int):
 
 
 def _gate_verdicts(ws) -> dict:
-    """Each gate report's verdict and failing checks (reports/gates/*.json), as the pipeline left them."""
-    import json
+    """Each gate report's failing checks (reports/gates/*.json), as the pipeline left them."""
+    from rc1.machine.service import last_gate_reports
 
-    out = {}
-    for path in sorted(ws.path("reports/gates").glob("*.json")) if ws.path("reports/gates").exists() else []:
-        try:
-            rep = json.loads(path.read_text())
-        except ValueError:
-            continue
-        checks = [c for r in rep.get("results", [rep]) for c in r.get("checks", [])]
-        out[path.stem] = {"failing": [{k: c.get(k) for k in ("name", "measured", "threshold")}
-                                      for c in checks if c.get("status") == "fail"]}
-    return out
+    return {gate: {"failing": [{k: c.get(k) for k in ("name", "measured", "threshold")}
+                               for r in doc.get("results", [doc]) for c in r.get("checks", [])
+                               if c.get("status") == "fail"]}
+            for gate, doc in last_gate_reports(ws).items()}
 
 
 def run(ws, quick: bool = False, config: str = "configs/local.yaml", seeds: int = 3) -> dict:
