@@ -113,10 +113,15 @@ class Pipeline:
             return False
         return rep.get("identity") == signal_identity(self.ws, self.cfg)[0]
 
+    @property
+    def custom_only(self) -> bool:
+        """Every task the run trains on is a custom one (datasets.tasks)."""
+        return all(t in self.cfg.datasets.tasks for t, w in self.cfg.datasets.mix.items() if w > 0)
+
     def make_min_outputs(self) -> tuple[str, ...]:
         """What `rc1 data make-min --config` writes: a custom-only run's dev split, else the built-in min files."""
         cfg = self.cfg
-        if all(t in cfg.datasets.tasks for t, w in cfg.datasets.mix.items() if w > 0):
+        if self.custom_only:
             return (cfg.data.eval_path,)
         return (layout.TRAIN_MIN, layout.EVAL_MIN)
 
@@ -158,9 +163,8 @@ class Pipeline:
         v1_stage = ([Stage("data: v1 pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--version",
                                              "v1", "--out", v1], lambda: past() or self.artifacts_ok(v1))]
                     if v1_required(cfg) else [])
-        custom_only = all(t in cfg.datasets.tasks for t, w in cfg.datasets.mix.items() if w > 0)
         # a run on custom tasks draws its own dev split, unless the difficulty fit draws it (data/fit/dev.jsonl)
-        make_min = ([] if custom_only and cfg.difficulty_fit.enable else
+        make_min = ([] if self.custom_only and cfg.difficulty_fit.enable else
                     [Stage("data: make-min", ["data", "make-min", "--config", c],
                            lambda: past() or self.artifacts_ok(*self.make_min_outputs()))])
         return [

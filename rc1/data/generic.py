@@ -117,11 +117,10 @@ def to_item(line: TaskLine, *, task: str, verifier: str, source: str, max_turns:
     answer = _gold(line.answer)
     supporting = [line.supporting] if isinstance(line.supporting, str) else list(line.supporting or [])
     item_id = str(line.id).strip() if line.id is not None else content_id(task, messages, answer)
-    if plain and reply:
-        last = max(i for i, m in enumerate(messages) if m["role"] == "user") if any(
-            m["role"] == "user" for m in messages) else None
-        if last is not None:
-            messages[last] = {**messages[last], "content": f"{messages[last]['content'].rstrip()}\n{reply}"}
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    if plain and reply and users:
+        last = users[-1]
+        messages[last] = {**messages[last], "content": f"{messages[last]['content'].rstrip()}\n{reply}"}
     return {
         **({"single_turn": True} if plain else {}),
         "id": item_id,
