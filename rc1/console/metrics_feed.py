@@ -9,6 +9,7 @@ lines are skipped and counted by `MetricsTail`; the count is shown.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import json
 import math
@@ -65,6 +66,13 @@ class Series:
             self.xs, self.ys = self.xs[::2], self.ys[::2]
             self.stride *= 2
 
+    def rewind(self, x: float) -> None:
+        """Forget the points at or after x: a run resumed from an earlier checkpoint redoes those steps."""
+        keep = bisect.bisect_left(self.xs, x)
+        del self.xs[keep:], self.ys[keep:]
+        if self.last is not None and self.last[0] >= x:
+            self.last = (self.xs[-1], self.ys[-1]) if self.xs else None
+
     def points(self, n: int = PLOT_POINTS) -> tuple[list[float], list[float]]:
         """At most n+1 points: bucket means over the kept points, plus the latest point."""
         xs, ys = self.xs, self.ys
@@ -95,6 +103,7 @@ class MetricsStore:
     last: dict = field(default_factory=dict)
     recent_sec_per_step: list[float] = field(default_factory=list)
     alerts: list[tuple[int, str]] = field(default_factory=list)   # (step, message) of the trainer's alerts
+    seed_index: int | None = None   # the run the plots show: a config with N seeds trains them one after another
 
     def add(self, rec: dict) -> None:
         self.records += 1
@@ -103,6 +112,7 @@ class MetricsStore:
             del self.alerts[:-ALERTS_KEPT]
         step = _number(rec.get("step", rec.get("train/step")))
         x = step if step is not None else float(self.records)
+        self._follow_run(rec.get("seed_index"), x)
         flat = {}
         for k, v in rec.items():
             plain = next((k[len(p):] for p in GROUP_PREFIXES if k.startswith(p)), k)
@@ -121,6 +131,19 @@ class MetricsStore:
         if sps is not None:
             self.recent_sec_per_step.append(sps)
             del self.recent_sec_per_step[:-20]
+
+    def _follow_run(self, seed_index, x: float) -> None:
+        """The plots show one run: the next seed's run starts them afresh (its steps restart at 1), and a run
+        resumed from an earlier checkpoint replaces the steps it redoes (the x axis never runs backwards)."""
+        if isinstance(seed_index, int) and seed_index != self.seed_index:
+            if self.seed_index is not None:
+                self.series.clear()
+                self.recent_sec_per_step.clear()
+            self.seed_index = seed_index
+            return
+        for s in self.series.values():
+            if s.last is not None and s.last[0] > x:
+                s.rewind(x)
 
     def add_all(self, recs: list[dict]) -> None:
         for r in recs:

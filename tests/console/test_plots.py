@@ -44,3 +44,22 @@ async def test_reports_screen_plots_the_difficulty_fit_and_the_heldout_gain(cons
         gain = text_of(app.screen.query_one("#rep-eval .report-chart"))
         assert "held-out gain, trained − base (pp), 95 % CI — seed 7" in gain
         assert "+20.0 pp n=40" in gain and "-5.0 pp n=40" in gain
+
+
+def test_training_plots_show_one_run_at_a_time():
+    """A config with three seeds trains them one after another into one metrics.jsonl (steps restart at 1):
+    the plots follow the newest seed's run rather than drawing it back across the previous one, and a run
+    resumed from an earlier checkpoint replaces the steps it redoes."""
+    store = MetricsStore()
+    for seed_index, loss in ((0, 1.0), (1, 2.0)):
+        for step in range(1, 11):
+            store.add({"step": step, "loss": loss + step / 100, "seed_index": seed_index})
+    xs, ys = store.series["loss"].points()
+    assert xs == list(range(1, 11)) and min(ys) > 2.0  # seed index 1 only, steps in order
+    assert store.seed_index == 1
+    for step in range(6, 9):  # resumed from the step-5 checkpoint: steps 6-8 again, with other values
+        store.add({"step": step, "loss": 9.0, "seed_index": 1})
+    xs, ys = store.series["loss"].points()
+    assert xs == [1, 2, 3, 4, 5, 6, 7, 8] and ys[-3:] == [9.0, 9.0, 9.0]
+    store.add({"step": 8, "alert": "reward rose while success did not", "seed_index": 1})
+    assert store.series["loss"].points()[0][-1] == 8  # a second record of the same step rewinds nothing

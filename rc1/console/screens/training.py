@@ -85,6 +85,8 @@ def metrics_text(snap: MetricsSnapshot | None) -> Text:
         out.append(f"preview from {snap.records} sampled records; full scan running", style="yellow")
     out.append("  corrupt/partial lines skipped: ")
     out.append(str(snap.bad_lines), style="bold red" if snap.bad_lines else "")
+    if isinstance(snap.last.get("seed_index"), int):
+        out.append(f"\nplots: the run of seed index {snap.last['seed_index']} (each seed's run: the RC1 report)")
     keys = ("step", "loss", "kl", "reward", "success", "entropy", "completion_len", "clip_frac")
     shown = [f"{k}={snap.last[k]:.4g}" if isinstance(snap.last.get(k), float) else f"{k}={snap.last[k]}"
              for k in keys if k in snap.last]
