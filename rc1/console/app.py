@@ -301,6 +301,9 @@ class Rc1Console(App):
     def on_pipeline_progress(self, message: PipelineProgress) -> None:
         self.run_progress = message.progress
         p = message.progress
+        if p.names and [name for name, _ in self.pipeline_stages or []] != list(p.names):
+            # P pressed before the stage list was read (or the stages changed): the run's own list
+            self.pipeline_stages, self.pipeline_stages_error = [(name, False) for name in p.names], None
         if self.pipeline_stages and len(self.pipeline_stages) == p.total:  # the run is past every stage before this
             self.pipeline_stages = [(name, done or i < p.index - 1) for i, (name, done) in enumerate(self.pipeline_stages)]
         self.activity = Text(f"▶ pipeline {p.index}/{p.total}: {p.stage}", style="yellow")

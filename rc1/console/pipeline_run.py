@@ -36,6 +36,7 @@ class StageProgress:
     expected_s: float | None = None  # the stage's duration in the last run that finished it
     remaining_after_s: float | None = None  # previous durations of the stages after this one that still have to run
     skipped: tuple[str, ...] = ()   # stages skipped so far (done, evidence unchanged)
+    names: tuple[str, ...] = ()     # every stage of the run, in order (the stage list when none was listed yet)
 
     def eta_s(self, now: float) -> float | None:
         """Seconds left in this stage: from the step rate when steps are known, else from its last duration."""
@@ -112,7 +113,7 @@ def run_pipeline(pipe, *, all_stages: bool, cancelled: Callable[[], bool],
         later = [timings.get(s.name) for s in stages[i + 1:]]
         base = StageProgress(stage.name, i + 1, len(stages), time.monotonic(), expected_s=timings.get(stage.name),
                              remaining_after_s=sum(t for t in later if t is not None) if all_stages else 0.0,
-                             skipped=tuple(skipped))
+                             skipped=tuple(skipped), names=tuple(s.name for s in stages))
         report(base)
         try:
             pipe.run_stage(stage, _ProgressSink(base, report), None, cancelled=cancelled)

@@ -155,6 +155,28 @@ async def test_console_runs_the_next_stage_all_stages_and_cancels(scripted):
         await _wait(pilot, lambda: ("stop_judge",) in backend.calls, "judge stopped on quit")
 
 
+@pytest.mark.anyio
+async def test_run_all_from_the_overview_lists_the_stages_as_it_goes(scripted):
+    """P pressed on the Overview, before the Pipeline screen ever listed the stages: the Pipeline screen shows
+    every stage, the ones behind the run marked done, rather than "checking which stages are done"."""
+    from rc1.console.screens.pipeline import PipelineScreen
+
+    backend = PipelineBackend(scripted, PLAN, trainer=FakeTrainerStatus(pid=None, alive=False))
+    app = make_app(backend=backend, poll_interval=0.05, watch_interval=0.1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _wait(pilot, lambda: app.view is not None and app.trainer is not None, "first load")
+        assert app.pipeline_stages is None
+        await pilot.press("P")
+        await _wait(pilot, lambda: app.run_progress is not None and app.run_progress.stage == "train", "training stage")
+        await pilot.press("5")
+        await _wait(pilot, lambda: isinstance(app.screen, PipelineScreen), "pipeline screen")
+        assert app.pipeline_stages == [("data: a", True), ("data: b", True), ("train", False)]
+        stages = app.screen.query_one("#stages").render()
+        assert "checking" not in str(stages)
+        await pilot.press("c")
+        await _wait(pilot, lambda: not app.pipeline_running(), "cancelled")
+
+
 def test_a_stage_is_cancellable_even_when_the_pipeline_ignores_sigint(scripted):
     """A pipeline started with SIGINT ignored (a background job of a non-interactive shell) still stops its
     stage cleanly: the child gets SIGINT's default back."""
