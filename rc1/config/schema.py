@@ -533,6 +533,10 @@ class MonitorSection(Strict):
         "adaptive", description="hold the KL near target_kl by adapting the KL coefficient, or stop the run")
     kl_adapt_rate: float = Field(0.1, gt=0, le=1, description="adaptive: relative change of the coefficient per optimizer step")
     kl_stop_factor: float = Field(1.5, ge=1, description="early_stop: stop when the window's mean KL exceeds this x target_kl")
+    kl_coef_min: float | None = Field(
+        None, gt=0, description="adaptive: the coefficient never falls below this (at most strategy.kl_coef). While "
+                                "the KL stays under target before the policy learns anything, the coefficient would "
+                                "otherwise wind down to nothing and the KL overshoot once learning starts")
 
 
 class DistributedSection(Strict):
@@ -659,6 +663,9 @@ class TrainConfig(Strict):
                 and self.strategy.name in ("grpo", "rloo", "ppo") and self.strategy.kl_coef == 0):
             raise ValueError("monitor.kl_control: adaptive needs strategy.kl_coef > 0 to adapt (it is 0); set a "
                              "starting kl_coef, or use kl_control: early_stop")
+        if self.monitor.kl_coef_min is not None and self.monitor.kl_coef_min > self.strategy.kl_coef:
+            raise ValueError(f"monitor.kl_coef_min ({self.monitor.kl_coef_min:g}) is above strategy.kl_coef "
+                             f"({self.strategy.kl_coef:g}), where the coefficient starts; lower it or raise kl_coef")
         if self.strategy.ppo_epochs > 1 and self.engine.name == "pure_pt" and self.strategy.name != "ppo":
             raise ValueError(f"strategy.ppo_epochs: {self.strategy.ppo_epochs} applies to strategy ppo on engine "
                              f"pure_pt, which runs {self.strategy.name} with one update per rollout (its ratio is 1 by "

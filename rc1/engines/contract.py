@@ -11,6 +11,8 @@
   hidden states; policy or reference; under the sampling distribution: temperature and top-p), move
   tensors to the device, ask for a reference policy, add a trainable module (PPO's value head), and
   whether its sampler's numerics differ from forward's. Nothing else of the engine is a strategy's business.
+- `Strategy`: turns a `Batch` into a `StepPlan` (rollout, then plan); `KLAdjustable`: a strategy whose loss
+  has a KL coefficient the recipe adapts toward target_kl (rc1.training.monitor.KLControl).
 - `Engine`: what the recipe calls. The recipe owns the loop: it runs `plan.epochs` passes of
   `backward` and steps the optimizer at the end of each gradient-accumulation window (and after each
   extra epoch), as torchtune's recipes/ppo_full_finetune_single_device.py does.
@@ -110,16 +112,51 @@ class Policy(Protocol):
 
 
 @runtime_checkable
+class Strategy(Protocol):
+    """rc1.strategies: `rollout(batch)` scores episodes (None for SFT), `plan(batch, rollout)` makes the StepPlan;
+    between the two the recipe may replace groups without a learning signal (dynamic sampling)."""
+
+    name: str
+
+    def attach(self, policy: Policy) -> None: ...
+
+    def rollout(self, batch: Batch) -> ScoredRollout | None: ...
+
+    def plan(self, batch: Batch, rollout: ScoredRollout | None) -> StepPlan: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class KLAdjustable(Protocol):
+    """A strategy with a KL coefficient in its loss (GRPO and RLOO's beta, PPO's reward penalty)."""
+
+    kl_coef: float
+
+    def set_kl_coef(self, value: float) -> None: ...
+
+
+@runtime_checkable
 class Engine(Protocol):
     """What the recipe calls (SPEC §6's setup / train step / eval step / state dict, made explicit)."""
+
+    model: Any        # the trained module (its fine-tune method is read off it)
+    spans: Any        # rc1.runtime.spans.Spans: the engine's own timings (time/generate_s), drained each step
+
+    @property
+    def precision(self) -> str: ...   # what forward/backward compute in (fp32, bf16 autocast, ...)
 
     def setup(self, cfg: Any) -> None: ...
 
     def policy(self) -> Policy: ...
 
-    def backward(self, plan: StepPlan, *, scale: float) -> Metrics: ...
+    def backward(self, plan: StepPlan, *, scale: float, sync: bool = True) -> Metrics: ...
 
     def optimizer_step(self, *, grad_scale: float = 1.0) -> Metrics: ...
+
+    def current_lr(self) -> float: ...
 
     def eval_step(self, items: list[dict], *, seed: int, max_new_tokens: int | None = None) -> Metrics: ...
 

@@ -1,4 +1,5 @@
-"""The Strategy protocol (SPEC §6) and the registry mapping `strategy.name` to a class (lazy imports).
+"""The registry mapping `strategy.name` to a class (lazy imports); the Strategy protocol (SPEC §6) is in
+rc1.engines.contract with the rest of the training contract.
 
 A strategy turns a batch of prompts into a StepPlan (rc1.engines.contract) in two calls:
 `rollout(batch)` rolls out episodes through the policy and scores them with the rc1 RewardModel
@@ -10,29 +11,8 @@ sampling). The recipe runs the plan; the strategy calls nothing on the engine be
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
 from rc1.config import registry
-from rc1.engines.contract import Batch, Policy, StepPlan
 from rc1.runtime.errors import ConfigError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rc1.strategies.common import ScoredRollout
-
-
-@runtime_checkable
-class Strategy(Protocol):
-    name: str
-
-    def attach(self, policy: Policy) -> None: ...
-
-    def rollout(self, batch: Batch) -> "ScoredRollout | None": ...
-
-    def plan(self, batch: Batch, rollout: "ScoredRollout | None") -> StepPlan: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 def strategy_class(name: str):

@@ -98,6 +98,10 @@ class GRPOStrategy:
             metrics.update(sampler_metrics(t.get("sample_logp"), old, mask, is_weight))
         return LossOutput(loss, metrics)
 
+    @property
+    def kl_coef(self) -> float:
+        return self.beta
+
     def set_kl_coef(self, value: float) -> None:
         self.beta = float(value)
 

@@ -110,7 +110,7 @@ class RecipeBase:
         m = cfg.monitor
         self.divergence = DivergenceMonitor(m.window, m.alpha)
         self.kl_control = KLControl(cfg.effective_target_kl, m.kl_control, m.kl_adapt_rate, m.kl_stop_factor,
-                                    m.window)
+                                    m.window, coef_min=m.kl_coef_min)
 
     # ------------------------------------------------------------------ setup
     def setup_run(self) -> None:
@@ -265,7 +265,7 @@ class RecipeBase:
         return trained_method(self.engine.model)
 
     def precision(self) -> str:
-        return getattr(self.engine, "precision", "unknown")
+        return self.engine.precision
 
     def write_end(self, reason: str) -> dict:
         doc = self.end_record(reason)

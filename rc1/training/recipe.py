@@ -205,8 +205,7 @@ class TrainingRecipe(RecipeBase):
             record["sec_per_step"] = time.perf_counter() - t0
             record["time/rollout_s"] = t_rollout  # generation + scoring + redraws
             record.update(self.spans.drain())
-            if hasattr(self.engine, "spans"):  # the engine's own spans (pure_pt: time/generate_s)
-                record.update(self.engine.spans.drain())
+            record.update(self.engine.spans.drain())  # the engine's own spans (time/generate_s)
             record = self.end_iteration(record, closes_window)
             self.watch(record)
             self.stop_for_judge_budget(record)

@@ -65,6 +65,42 @@ def test_the_kl_controller_maps_the_rate_to_its_horizon_by_hand():
     assert s.beta == pytest.approx(0.102 * 0.995)
 
 
+def test_the_kl_coefficient_floor_stops_the_wind_down_before_learning_starts():
+    """Steps before the policy learns anything measure a KL far under target; without a floor they wind the
+    coefficient down geometrically (x 0.95 per step at rate 0.25), with kl_coef_min it holds there, and it still
+    rises when the KL runs over target."""
+    from rc1.strategies.grpo import GRPOStrategy
+    from rc1.strategies.ppo import PPOStrategy
+    from rc1.training.monitor import KLControl
+
+    free, held = GRPOStrategy.__new__(GRPOStrategy), GRPOStrategy.__new__(GRPOStrategy)
+    free.beta = held.beta = 0.2
+    unfloored = KLControl(target=0.05, mode="adaptive", adapt_rate=0.25, stop_factor=1.5, window=8)
+    floored = KLControl(target=0.05, mode="adaptive", adapt_rate=0.25, stop_factor=1.5, window=8, coef_min=0.2)
+    for _ in range(40):
+        unfloored.observe(0.001, free)
+        floored.observe(0.001, held)
+    assert free.kl_coef == pytest.approx(0.2 * 0.95 ** 40) and held.kl_coef == 0.2
+    floored.observe(0.5, held)  # over target: up 5 %
+    assert held.kl_coef == pytest.approx(0.21)
+    ppo = PPOStrategy.__new__(PPOStrategy)
+    ppo.kl_coef = 0.3
+    floored.observe(0.0, ppo)  # every KL-adjustable strategy: PPO's reward penalty too
+    assert ppo.kl_coef == pytest.approx(0.3 * 0.95)
+
+
+def test_a_kl_floor_above_the_starting_coefficient_is_a_config_error(tmp_path):
+    from tests.helpers.qwen3 import qwen3_tiny_dir
+
+    from rc1.runtime.errors import ConfigError
+
+    ws = Workspace(tmp_path)
+    conf = make_workspace(tmp_path, qwen3_tiny_dir(), max_steps=2, extra={"monitor.kl_coef_min": 5.0})
+    with pytest.raises(ConfigError) as err:
+        load_train_config(conf, ws)
+    assert err.value.exit_code == 2 and "monitor.kl_coef_min (5) is above strategy.kl_coef" in str(err.value.lines)
+
+
 def test_dpo_pairs_take_the_first_of_tied_extremes_and_skip_flat_groups():
     from rc1.strategies.dpo import DPOStrategy
 
