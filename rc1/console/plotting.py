@@ -31,4 +31,23 @@ def render_plot(series: list[tuple[str, list[float], list[float]]], width: int, 
         if len(xs) > 1:
             sig.lines()
         fig.draw(sig)
+    ticks = y_ticks([y for _name, _xs, ys in series for y in ys], 5 if height >= 12 else 3)
+    if ticks is not None:
+        ruler = fig.ruler("y")
+        ruler.lim(ticks[0], ticks[-1])
+        ruler.ticks(ticks, [format(t, ".2g") for t in ticks])
     return str(fig.build())
+
+
+def y_ticks(ys: list[float], n: int) -> list[float] | None:
+    """Tick positions where plotext's own labels would mislead, else None: a constant series (plotext centres
+    it in [-1, 1], so an lr of 1e-05 reads 0.0) and values below 0.01 (its one-decimal labels read 0.0)."""
+    if not ys:
+        return None
+    lo, hi = min(ys), max(ys)
+    if hi - lo <= 1e-12 * max(1.0, abs(hi)):
+        pad = abs(hi) / 2 or 1.0
+        return [lo - pad, hi, hi + pad]
+    if max(abs(lo), abs(hi)) >= 0.01:
+        return None
+    return [lo + (hi - lo) * k / (n - 1) for k in range(n)]

@@ -63,3 +63,15 @@ def test_training_plots_show_one_run_at_a_time():
     assert xs == [1, 2, 3, 4, 5, 6, 7, 8] and ys[-3:] == [9.0, 9.0, 9.0]
     store.add({"step": 8, "alert": "reward rose while success did not", "seed_index": 1})
     assert store.series["loss"].points()[0][-1] == 8  # a second record of the same step rewinds nothing
+
+
+def test_small_and_constant_series_keep_readable_axis_labels():
+    """plotext labels its y axis with one decimal and centres a constant series in [-1, 1]: a constant lr of
+    1e-05 read 0.0 and a KL of 0.002-0.004 read 0.0 throughout. Their ticks are set to what the values are."""
+    from rc1.console.plotting import render_plot, y_ticks
+
+    assert y_ticks([1e-5] * 10, 3) == pytest.approx([5e-6, 1e-5, 1.5e-5])
+    assert y_ticks([0.002, 0.004], 3) == pytest.approx([0.002, 0.003, 0.004])
+    assert y_ticks([0.1, 2.0], 3) is None  # plotext's own ticks read fine there
+    text = render_plot([("lr", [1.0, 2.0, 3.0], [1e-5, 1e-5, 1e-5])], 40, 10)
+    assert "1e-05" in text and "1.5e-05" in text
