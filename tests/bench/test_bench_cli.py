@@ -54,13 +54,13 @@ def test_bench_memory_writes_measured_and_extrapolated_figures(tmp_path):
     """The real command on the tiny shape: the production step it ran at full depth is `measured`, the one it did
     not run is `extrapolated` from the fitted arithmetic."""
     res = CliRunner().invoke(app, ["--workdir", str(tmp_path), "bench", "memory", "--shape", "qwen3-tiny", "--quick",
-                                   "--method", "qlora,lora", "--full-depth", "lora", "--device", "cpu",
+                                   "--method", "full,lora", "--full-depth", "lora", "--device", "cpu",
                                    "--max-new-tokens", "16", "--max-length", "64", "--group-size", "2",
                                    "--prompts", "1"])
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "reports/bench/memory.json").read_text())
-    lora, qlora = report["methods"]["lora"], report["methods"]["qlora"]
-    assert lora["kind"] == "measured" and qlora["kind"] == "extrapolated"
+    lora, full = report["methods"]["lora"], report["methods"]["full"]
+    assert lora["kind"] == "measured" and full["kind"] == "extrapolated"
     assert lora["peak_gb"] == round(lora["full_depth_measured"][0]["peak_gb"], 2)
     assert report["production_step"].startswith("2 rows x 64 tokens, 16 generated")
     assert all(abs(p["error_pct"]) < 25 for p in report["fit"]["points"])
