@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from rc1.envs.episode import Episode
+    from rc1.runtime.spans import Spans
 
 Metrics = dict[str, "float | None"]
 
@@ -143,7 +144,7 @@ class Engine(Protocol):
     """What the recipe calls (SPEC §6's setup / train step / eval step / state dict, made explicit)."""
 
     model: Any        # the trained module (its fine-tune method is read off it)
-    spans: Any        # rc1.runtime.spans.Spans: the engine's own timings (time/generate_s), drained each step
+    spans: "Spans"    # the engine's own timings (time/generate_s), drained into each step's metrics
 
     @property
     def precision(self) -> str: ...   # what forward/backward compute in (fp32, bf16 autocast, ...)

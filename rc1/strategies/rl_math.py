@@ -272,15 +272,20 @@ def dpo_loss(logp, ref_logp, mask, n_pairs: int, beta: float, episode=None, *, i
 
 
 class AdaptiveKLController:
-    """The KL coefficient that holds the measured KL near `target` (fixed when target is None)."""
+    """The KL coefficient that holds the measured KL near `target` (fixed when target is None), never below
+    `floor` (None: no floor)."""
 
-    def __init__(self, init_kl_coef: float, target: float | None, horizon: int = KL_HORIZON):
+    def __init__(self, init_kl_coef: float, target: float | None, horizon: int = KL_HORIZON,
+                 floor: float | None = None):
         self.value = init_kl_coef
         self.target = target
         self.horizon = horizon
+        self.floor = floor
 
     def update(self, current_kl: float, n_steps: int) -> None:
         if self.target is None:
             return
         err = min(max(current_kl / self.target - 1.0, -KL_CLIP), KL_CLIP)
         self.value *= 1.0 + err * n_steps / self.horizon
+        if self.floor is not None:
+            self.value = max(self.value, self.floor)

@@ -129,9 +129,10 @@ class KLControl:
             return None
         self.kls.append(float(kl))
         if self.mode == "adaptive" and isinstance(strategy, KLAdjustable):
-            ctl = AdaptiveKLController(strategy.kl_coef, self.target, horizon=1.0 / self.adapt_rate)
+            ctl = AdaptiveKLController(strategy.kl_coef, self.target, horizon=1.0 / self.adapt_rate,
+                                       floor=self.coef_min)
             ctl.update(float(kl), 1)
-            strategy.set_kl_coef(ctl.value if self.coef_min is None else max(ctl.value, self.coef_min))
+            strategy.set_kl_coef(ctl.value)
         recent = self.kls[-self.window:]
         if self.mode == "early_stop" and len(recent) >= self.window and _mean(recent) > self.stop_factor * self.target:
             return (f"target_kl: mean KL {_mean(recent):.4f} nats/token over the last {self.window} steps exceeds "
