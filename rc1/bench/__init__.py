@@ -10,6 +10,7 @@ returns the result; `run_area` runs one and writes reports/bench/<area>.json.
   eval     eval episodes/s and generated tokens/s
   console  console ready time, render and key-press latency
   distributed  1 process with accumulation vs N processes: equal parameters, s/step
+  micro    step time of run.micro_batch_size vs the whole batch at equal rows (pure engine GRPO)
   memory   peak memory of one GRPO step of a model shape (QLoRA, LoRA, full), measured or extrapolated
   learn    rc1 vs TRL GRPO on the same budget: held-out accuracy against wall time
   seeds    a run config through `rc1 pipeline` at N seeds: each seed's held-out gain with its paired CI
@@ -20,7 +21,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed", "memory", "learn", "seeds")
+AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed", "micro", "memory", "learn", "seeds")
 
 
 def report_path(ws, area: str) -> Path:

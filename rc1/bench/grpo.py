@@ -79,6 +79,9 @@ def _workspace(root: Path, items: list[dict], cfg_over: dict) -> Path:
     return Path("configs/bench.yaml")
 
 
+TRAIN_PHASES = ("plan", "backward", "optimizer")  # the recipe's spans after the rollout (rc1.training.recipe)
+
+
 def _peak_mb(device) -> float:
     from rc1.runtime.device import peak_memory_mb
 
@@ -97,7 +100,8 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
     try:
         items = arithmetic_items(64, seed=3, prefix="b")
         conf = _workspace(root, items, {"engine": {"name": engine},
-                                        "run": {"max_steps": warmup + steps, "threads": threads},
+                                        "run": {"max_steps": warmup + steps, "threads": threads,
+                                                "micro_batch_size": work.get("micro_batch_size")},
                                         "model": {"base": work["model"], "max_new_tokens": work["max_new_tokens"]},
                                         "finetune": {"method": work["finetune"]},
                                         "strategy": {"num_generations": work["completions_per_prompt"],
@@ -112,10 +116,11 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
         recipe.train()
         recs = [json.loads(l) for l in ws.metrics_path.read_text().splitlines()][warmup:]
         secs = [r["sec_per_step"] for r in recs]
+        train = [sum(r.get(f"time/{k}_s", 0.0) for k in TRAIN_PHASES) for r in recs]
         n_completions = work["prompts"] * work["completions_per_prompt"]
         tokens = [r["completion_len"] * n_completions for r in recs]  # mean completion length x completions
         return {"engine": engine, "device": str(device), "steps": len(recs), "sec_per_step": statistics.median(secs),
-                "sec_per_step_all": secs, "completion_tokens_per_s": sum(tokens) / sum(secs),
+                "sec_per_step_all": secs, "train_s_all": train, "completion_tokens_per_s": sum(tokens) / sum(secs),
                 "peak_memory_mb": _peak_mb(device), "mean_reward": statistics.fmean(r["reward"] for r in recs)}
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -133,6 +133,30 @@ def memory(
                                                      if m.strip() and m.strip() != "none"])
 
 
+@bench_app.command("micro")
+def micro(
+    quick: Quick = False,
+    micro: Annotated[str, typer.Option(help="comma-separated run.micro_batch_size values timed beside the whole "
+                                            "batch")] = "8,4",
+    repeats: Annotated[Optional[int], typer.Option(help="rounds, alternating order (default 3; quick 1)")] = None,
+    steps: Annotated[Optional[int], typer.Option(help="timed steps per run (default 3; quick 1)")] = None,
+    warmup: Annotated[int, typer.Option(help="untimed steps first")] = 1,
+    threads: Threads = None,
+    prompts: Annotated[Optional[int], typer.Option(help="prompts per step (default 8; quick 4)")] = None,
+    generations: Annotated[Optional[int], typer.Option(help="completions per prompt (default 4)")] = None,
+    max_new_tokens: Annotated[Optional[int], typer.Option(help="new tokens per completion (default 32; quick 16)")] = None,
+) -> None:
+    """Step time of a training micro-batch vs the whole batch at equal total rows (pure engine GRPO steps)."""
+    from rc1.runtime.errors import ConfigError
+
+    try:
+        sizes = tuple(int(m) for m in micro.split(",") if m.strip())
+    except ValueError:
+        raise ConfigError(f"--micro {micro!r}: expected comma-separated integers, e.g. 8,4") from None
+    _run("micro", quick=quick, micro=sizes, repeats=repeats, steps=steps, warmup=warmup, threads=threads,
+         prompts=prompts, generations=generations, max_new_tokens=max_new_tokens)
+
+
 @bench_app.command("distributed")
 def distributed(
     quick: Quick = False,
