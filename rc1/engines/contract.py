@@ -31,8 +31,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol, 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
+    from pathlib import Path
+
+    from rc1.config.schema import TrainConfig
     from rc1.envs.episode import Episode
+    from rc1.runtime.distributed import DataParallel, SingleProcess
     from rc1.runtime.spans import Spans
+    from rc1.runtime.workspace import Workspace
 
 Metrics = dict[str, "float | None"]
 
@@ -141,15 +146,33 @@ class KLAdjustable(Protocol):
 
 @runtime_checkable
 class Engine(Protocol):
-    """What the recipe calls (SPEC §6's setup / train step / eval step / state dict, made explicit)."""
+    """What every engine gives its recipe and the callbacks (pure_pt and trl alike): the trained model, what it
+    computes in, and a greedy evaluation. SPEC §6's setup and eval step."""
 
     model: Any        # the trained module (its fine-tune method is read off it)
-    spans: "Spans"    # the engine's own timings (time/generate_s), drained into each step's metrics
+    tokenizer: Any
 
     @property
     def precision(self) -> str: ...   # what forward/backward compute in (fp32, bf16 autocast, ...)
 
+    @property
+    def sampler_differs(self) -> bool: ...   # rollouts sampled with other numerics than the trainer's
+
+    @property
+    def skips_nonfinite_steps(self) -> bool: ...   # an fp16 GradScaler skips a step whose gradients overflowed
+
     def setup(self, cfg: Any) -> None: ...
+
+    def eval_step(self, items: list[dict], *, seed: int, max_new_tokens: int | None = None) -> Metrics: ...
+
+
+@runtime_checkable
+class StepEngine(Engine, Protocol):
+    """An engine whose loop the recipe runs (pure_pt; TRL runs its own): SPEC §6's train step and state dict,
+    made explicit as backward + optimizer step."""
+
+    spans: "Spans"    # the engine's own timings (time/generate_s), drained into each step's metrics
+    updates: int      # optimizer updates so far
 
     def policy(self) -> Policy: ...
 
@@ -159,8 +182,53 @@ class Engine(Protocol):
 
     def current_lr(self) -> float: ...
 
-    def eval_step(self, items: list[dict], *, seed: int, max_new_tokens: int | None = None) -> Metrics: ...
-
     def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Trainer(Protocol):
+    """What a callback may read and call on the recipe driving the run (rc1.training's TrainingRecipe and
+    TRLRecipe): nothing else of a recipe is a callback's business."""
+
+    cfg: "TrainConfig"
+    ws: "Workspace"
+    dist: "SingleProcess | DataParallel"   # this process's rank (is_main writes, distributed)
+    engine: Engine
+    callbacks: "list[Callback]"
+    step: int                # completed steps
+    max_steps: int
+    seed_index: int          # which of the config's seeds this run is
+    checkpoints: bool        # False: this run writes no checkpoint at all (benchmarks)
+    saves_on_schedule: bool  # False: the engine schedules its own saves (TRL), the checkpoint callback stays out
+
+    @property
+    def can_checkpoint_now(self) -> bool: ...   # False inside a window a checkpoint cannot hold
+
+    def crossed(self, every: int) -> bool: ...   # the last iteration's steps reached a multiple of `every`
+
+    def save_checkpoint(self, reason: str = "scheduled") -> "Path": ...
+
+    def evaluate(self, items: list[dict], *, seed: int, max_new_tokens: int | None = None) -> Metrics: ...
+
+    def request_stop(self, reason: str) -> None: ...   # finish this step, checkpoint, stop
+
+    def stop_after_fault(self, exc: Any, note: str) -> None: ...   # keep the step, checkpoint, stop, raise `exc`
+
+
+@runtime_checkable
+class Callback(Protocol):
+    """What the recipe calls on a callback (rc1.callbacks; rc1.callbacks.base.BaseCallback has no-op hooks and no
+    state). `on_step_end` may add keys to the step's metrics record or ask the trainer to stop. `state_dict` is
+    None for a callback with nothing to checkpoint; otherwise it is saved under the callback's class name and
+    handed back to `load_state_dict` on resume."""
+
+    def on_train_start(self, trainer: Trainer) -> None: ...
+
+    def on_step_end(self, trainer: Trainer, record: dict) -> None: ...
+
+    def on_train_end(self, trainer: Trainer) -> None: ...
+
+    def state_dict(self) -> dict[str, Any] | None: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...

@@ -153,6 +153,11 @@ class PurePTEngine:
             return "fp32"
         return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(self.amp_dtype, str(self.amp_dtype))
 
+    @property
+    def skips_nonfinite_steps(self) -> bool:
+        """fp16 autocast: the GradScaler skips an optimizer step whose gradients overflowed (and lowers its scale)."""
+        return self.scaler is not None
+
     # ------------------------------------------------------------------ Policy (what strategies call)
     def policy(self) -> "PurePTEngine":
         return self

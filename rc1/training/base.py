@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rc1.config import registry
 from rc1.config.load import config_hash, write_effective_config
+from rc1.engines.contract import Callback, Engine
 from rc1.runtime import checkpoint as ckpt
 from rc1.runtime.atomic import append_line, atomic_write_json
 from rc1.runtime.errors import ConfigError
@@ -70,7 +71,12 @@ def read_training_end(ws, cfg=None, seed_index: int = 0) -> dict | None:
 
 
 class RecipeBase:
-    """Setup, stop requests, callbacks, monitors and the end record; subclasses own the loop."""
+    """Setup, stop requests, callbacks, monitors and the end record; subclasses own the loop. A recipe is the
+    `Trainer` its callbacks see (rc1.engines.contract)."""
+
+    saves_on_schedule = True     # the checkpoint callback saves every run.save_steps (TRL: its own schedule)
+    engine: Engine               # built by setup_run
+    callbacks: list[Callback]
 
     def __init__(self, ws, cfg, *, config_path: str | None = None, resume: str | None = None,
                  resume_fallback: bool = False, max_steps: int | None = None, model_loader=None,
@@ -101,6 +107,7 @@ class RecipeBase:
         self.stop_detail: str | None = None     # the stop's sentence (judge budget, judge fault), in the end record
         self.fault: Exception | None = None     # raised once the run has checkpointed and stopped (stop_after_fault)
         self.judge = None                       # rc1.judge.live.TrainingJudge when the judge scores dimensions
+        self.judge_global: dict = {}            # the judge totals over every rank, as of the last step (data parallel)
         self.pending_stop: str | None = None    # a stop signal this process received, not yet agreed on
         self.iteration_steps = 1                # micro-steps the last iteration advanced `step` by
         self.last_saved_step: int | None = None
@@ -114,11 +121,12 @@ class RecipeBase:
 
     # ------------------------------------------------------------------ setup
     def setup_run(self) -> None:
-        """Seeds, determinism, fingerprints, data, sampler, reward model, callbacks (before the engine)."""
+        """Seeds, determinism, fingerprints, data, sampler, reward model, callbacks, then the engine (set up)."""
         import numpy as np
         import torch
 
         from rc1.callbacks.base import build_callbacks
+        from rc1.engines.base import engine_class
         from rc1.training.sampler import load_training_items, make_sampler
 
         cfg, ws = self.cfg, self.ws
@@ -147,8 +155,11 @@ class RecipeBase:
             from rc1.rewards.reward import RewardModel
 
             self.reward_model = RewardModel.for_training(cfg, ws, f"{cfg.run.name}-s{self.seed_index}-r{self.dist.rank}")
-        self.judge = getattr(self.reward_model, "judge", None)
+        self.judge = self.reward_model.judge
         self.callbacks = build_callbacks(cfg.callbacks)
+        self.engine = engine_class(cfg.engine.name)(ws, reward_model=self.reward_model, model_loader=self.model_loader,
+                                                    dist=self.dist)
+        self.engine.setup(cfg)
 
     def stop_for_judge_budget(self, record: dict) -> None:
         """Stop after this step when the run's judge calls (every rank's: the merged record's totals, the same on

@@ -47,7 +47,7 @@ import logging
 import time
 from pathlib import Path
 
-from rc1.engines.contract import Batch, StepPlan
+from rc1.engines.contract import Batch, StepEngine, StepPlan, Strategy
 from rc1.runtime import checkpoint as ckpt
 from rc1.judge.live import JudgeFault
 from rc1.envs.verifiers import VerifierError
@@ -68,16 +68,15 @@ FEEDBACK_MAIN = 1 << 30  # order of a micro-step's own groups' feedback: after i
 class TrainingRecipe(RecipeBase):
     """Train a policy with the pure_pt engine and the strategy named in the config. See the module docstring."""
 
+    engine: StepEngine
+    strategy: Strategy
+
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
-        from rc1.engines.base import engine_class
         from rc1.strategies.base import strategy_class
 
         cfg = self.cfg
         self.setup_run()
-        self.engine = engine_class(cfg.engine.name)(self.ws, reward_model=self.reward_model,
-                                                    model_loader=self.model_loader, dist=self.dist)
-        self.engine.setup(cfg)
         self.strategy = strategy_class(cfg.strategy.name)(cfg, self.reward_model)
         self.strategy.attach(self.engine.policy())
         self.accum_position = 0          # micro-steps (all ranks) back-propagated in the open accumulation window
@@ -105,9 +104,10 @@ class TrainingRecipe(RecipeBase):
             engine_state[ckpt.KEY_WEIGHTS] = load_file(str(path / weights_file))
         self.engine.load_state_dict(engine_state)
         self.strategy.load_state_dict(state[ckpt.KEY_STRATEGY])
+        saved = state.get(ckpt.KEY_CALLBACKS, {})
         for cb in self.callbacks:
-            if hasattr(cb, "load_state_dict") and type(cb).__name__ in state.get(ckpt.KEY_CALLBACKS, {}):
-                cb.load_state_dict(state[ckpt.KEY_CALLBACKS][type(cb).__name__])
+            if type(cb).__name__ in saved:
+                cb.load_state_dict(saved[type(cb).__name__])
         recipe_state = state.get(ckpt.KEY_RECIPE, {})
         if self.judge is not None and self.dist.is_main:  # the run's totals restart on rank 0; the others add theirs
             self.judge.load_state_dict(recipe_state.get("judge", {}))
@@ -222,7 +222,7 @@ class TrainingRecipe(RecipeBase):
         if self.judge is None:
             return {}
         if self.dist.distributed:
-            return {**self.judge.state_dict(), **getattr(self, "judge_global", {})}
+            return {**self.judge.state_dict(), **self.judge_global}
         return self.judge.state_dict()
 
     def step_snapshot(self):
@@ -373,8 +373,8 @@ class TrainingRecipe(RecipeBase):
             ckpt.KEY_STRATEGY: self.strategy.state_dict(),
             ckpt.KEY_RNG: rngs[0],
             ckpt.KEY_RNG_PER_RANK: rngs if self.dist.distributed else None,
-            ckpt.KEY_CALLBACKS: {type(cb).__name__: cb.state_dict() for cb in self.callbacks
-                                 if hasattr(cb, "state_dict")},
+            ckpt.KEY_CALLBACKS: {type(cb).__name__: cb_state for cb in self.callbacks
+                                 if (cb_state := cb.state_dict()) is not None},
             ckpt.KEY_RECIPE: {ckpt.KEY_ACCUM_POSITION: self.accum_position, "monitors": self.monitor_state(),
                               "feedback": list(self.feedback), "window_kls": list(self.window_kls),
                               "window_tokens": self.window_tokens,

@@ -107,7 +107,7 @@ class RisingShaping:
     """A reward whose shaping grows every call while nothing is ever solved: reward hacking in a box."""
 
     def __init__(self, inner):
-        self.inner, self.calls, self.cfg = inner, 0, inner.cfg
+        self.inner, self.calls, self.cfg, self.judge = inner, 0, inner.cfg, None
 
     def score(self, item, episode):
         b = self.inner.score(item, episode)
@@ -184,7 +184,7 @@ class FailsOnCall:
     """The task's verifier raising on the n-th scored episode (as a user's python: verifier would)."""
 
     def __init__(self, inner, n):
-        self.inner, self.n, self.calls, self.cfg = inner, n, 0, inner.cfg
+        self.inner, self.n, self.calls, self.cfg, self.judge = inner, n, 0, inner.cfg, None
 
     def score(self, item, episode):
         from rc1.envs.verifiers import VerifierError
