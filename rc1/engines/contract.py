@@ -26,7 +26,10 @@ plan-wide counts the strategy put in the tensors, so the micro-batches' losses s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol, runtime_checkable
+
+from rc1.config.schema import REWARD_DIMENSIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -61,19 +64,110 @@ class LossOutput(NamedTuple):
     weight: float | None = None   # what the metrics average over in these tensors (None: their action tokens)
 
 
+ZERO_VAR_TOL = 1e-9   # a group whose rewards differ by less has zero variance (its GRPO advantages are 0)
+
+
+@dataclass(frozen=True)
+class RolloutStats:
+    """The statistics of one step's scored rollout: the training metrics of every step, the learning-signal
+    check before training and the step-0 guard all read them (`RolloutStats.of`). A group is the `group_size`
+    consecutive episodes of one prompt; a group whose successes are all equal gives no correctness signal
+    (every answer right, or every one wrong); a group whose rewards are all equal gives no signal at all."""
+
+    reward: float                     # mean total reward per episode
+    reward_std: float                 # its sample standard deviation over the episodes
+    success: float                    # share of verified successes
+    pass_at_k: float                  # share of groups with at least one success
+    completion_len: float             # mean generated tokens per episode
+    truncated: float                  # share of episodes that hit max_new_tokens
+    turns: float                      # mean model turns per episode
+    tool_hops: float
+    clarifications: float
+    zero_var_groups: float            # share of groups whose rewards are all equal
+    no_success_signal_groups: float   # share of groups whose successes are all equal
+    completion_tokens: float          # generated tokens of the step
+    shaping: float | None             # mean shaping term (None when the rollout carries none)
+    dims: dict[str, float]            # mean of each reward dimension (rc1.config.schema.REWARD_DIMENSIONS)
+
+    @classmethod
+    def of(cls, ro: "ScoredRollout") -> "RolloutStats":
+        n = max(1, len(ro.rewards))
+        g = ro.group_size
+        reward_groups = _groups(ro.rewards, g)
+        success_groups = _groups([float(s) for s in ro.successes], g)
+        comp_lens = [sum(ep.action_mask) for ep in ro.episodes]
+        return cls(
+            reward=sum(ro.rewards) / n,
+            reward_std=_std(ro.rewards),
+            success=sum(ro.successes) / n,
+            pass_at_k=sum(1 for grp in success_groups if max(grp) > 0) / max(1, len(success_groups)),
+            completion_len=sum(comp_lens) / n,
+            truncated=sum(bool(ep.truncated) for ep in ro.episodes) / n,
+            turns=sum(int(ep.turns) for ep in ro.episodes) / n,
+            tool_hops=sum(int(ep.tool_hops) for ep in ro.episodes) / n,
+            clarifications=sum(int(ep.clarifications) for ep in ro.episodes) / n,
+            zero_var_groups=sum(1 for grp in reward_groups if max(grp) - min(grp) < ZERO_VAR_TOL)
+            / max(1, len(reward_groups)),
+            no_success_signal_groups=sum(1 for grp in success_groups if max(grp) == min(grp))
+            / max(1, len(success_groups)),
+            completion_tokens=float(sum(comp_lens)),
+            shaping=sum(ro.shaping) / n if ro.shaping else None,
+            dims={d: sum(x[d] for x in ro.dims) / n for d in REWARD_DIMENSIONS},
+        )
+
+    def headline(self) -> Metrics:
+        """The figures a step is judged by (reward, success, signal): the recipe logs them from the prompts as
+        drawn, before dynamic sampling replaced groups (the filtered batch's beside them as resampled/...)."""
+        return {"reward": self.reward, "reward_std": self.reward_std, "success": self.success,
+                "pass_at_k": self.pass_at_k, "truncated": self.truncated, "zero_var_groups": self.zero_var_groups,
+                "no_success_signal_groups": self.no_success_signal_groups}
+
+    def record(self) -> Metrics:
+        """The metrics-record keys (reports/metrics.jsonl: the console, the report and the gates read them)."""
+        out: Metrics = {
+            "reward": self.reward, "reward_std": self.reward_std, "success": self.success,
+            "pass_at_k": self.pass_at_k, "completion_len": self.completion_len, "truncated": self.truncated,
+            "turns": self.turns, "tool_hops": self.tool_hops, "clarifications": self.clarifications,
+            "zero_var_groups": self.zero_var_groups, "no_success_signal_groups": self.no_success_signal_groups,
+            "completion_tokens": self.completion_tokens,
+        }
+        if self.shaping is not None:
+            out["reward/shaping"] = self.shaping
+        out.update({f"reward/{d}": v for d, v in self.dims.items()})
+        return out
+
+
+def _groups(xs: list, g: int) -> list[list]:
+    return [xs[i:i + g] for i in range(0, len(xs), g)]
+
+
+def _std(xs: list[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    m = sum(xs) / len(xs)
+    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+
+
 @dataclass
 class ScoredRollout:
     """The scored episodes of one step (rc1.strategies.common.rollout_and_score builds it)."""
 
     items: list[dict]            # one per episode (each prompt repeated group_size times, consecutive)
-    episodes: list[Any]
+    episodes: "list[Episode]"
     rewards: list[float]
     successes: list[bool]
     dims: list[dict[str, float]]
     group_size: int
     advantage_scales: list[float] = field(default_factory=list)   # the difficulty bonus per episode
     shaping: list[float] = field(default_factory=list)
-    stats: dict[str, float] = field(default_factory=dict)
+
+    @cached_property
+    def stats(self) -> RolloutStats:
+        return RolloutStats.of(self)
+
+    def groups(self, xs: list) -> list[list]:
+        """`xs` (one value per episode) cut into this rollout's groups."""
+        return _groups(xs, self.group_size)
 
     def group_success(self) -> dict[str, float]:
         """item id -> success rate of its group (feeds the priority sampler)."""

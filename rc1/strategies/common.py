@@ -1,7 +1,7 @@
-"""What every RL strategy shares: roll out, score with the RewardModel, collate, rollout statistics.
+"""What every RL strategy shares: roll out, score with the RewardModel, collate.
 
-`rollout_stats` is THE rollout-statistics function of rc1: the training metrics of every step, the
-learning-signal check before training and the step-0 guard all read it. A group is the
+A rollout's statistics are `ScoredRollout.stats` (rc1.engines.contract.RolloutStats): the training metrics of
+every step, the learning-signal check before training and the step-0 guard all read them. A group is the
 `group_size` consecutive episodes of one prompt; a group whose successes are all equal gives no
 correctness signal (every answer right, or every one wrong); a group whose rewards are all equal
 gives no signal at all (its GRPO advantages are 0).
@@ -11,11 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rc1.config.schema import REWARD_DIMENSIONS
 from rc1.engines.contract import Batch, Policy, ScoredRollout
 from rc1.rewards.reward import score_all
-
-ZERO_VAR_TOL = 1e-9
 
 
 def correctness_first(rewards: list[float], successes: list[bool], group_size: int) -> list[float]:
@@ -43,12 +40,9 @@ def score_rollout(items: list[dict], episodes: list, reward_model, group_size: i
     totals = [float(s.total) for s in scores]
     if reward_model.cfg.shaping_groups == "mixed":
         totals = correctness_first(totals, successes, group_size)
-    ro = ScoredRollout(items, episodes, totals, successes,
-                       [dict(s.dims) for s in scores], group_size,
-                       advantage_scales=[float(s.advantage_scale) for s in scores],
-                       shaping=[float(s.shaping) for s in scores])
-    ro.stats = rollout_stats(ro)
-    return ro
+    return ScoredRollout(items, episodes, totals, successes, [dict(s.dims) for s in scores], group_size,
+                         advantage_scales=[float(s.advantage_scale) for s in scores],
+                         shaping=[float(s.shaping) for s in scores])
 
 
 def rollout_and_score(policy: Policy, reward_model, batch: Batch, group_size: int) -> ScoredRollout:
@@ -60,63 +54,20 @@ def rollout_and_score(policy: Policy, reward_model, batch: Batch, group_size: in
 
 def no_signal_groups(ro: ScoredRollout) -> list[int]:
     """Indices of the groups whose successes are all equal (every answer right, or every one wrong)."""
-    g = ro.group_size
-    return [i for i, grp in enumerate(_groups(ro.successes, g)) if len(set(grp)) == 1]
+    return [i for i, grp in enumerate(ro.groups(ro.successes)) if len(set(grp)) == 1]
 
 
 def merge_groups(ro: ScoredRollout, index: int, fresh: ScoredRollout) -> ScoredRollout:
-    """`ro` with its group `index` replaced by `fresh`'s (one) group; statistics recomputed."""
+    """`ro` with its group `index` replaced by `fresh`'s (one) group (its statistics are the new rollout's)."""
     g = ro.group_size
     lo, hi = index * g, (index + 1) * g
 
     def sub(a, b):
         return a[:lo] + b[:g] + a[hi:]
-    out = ScoredRollout(sub(ro.items, fresh.items), sub(ro.episodes, fresh.episodes), sub(ro.rewards, fresh.rewards),
-                        sub(ro.successes, fresh.successes), sub(ro.dims, fresh.dims), g,
-                        advantage_scales=sub(ro.advantage_scales, fresh.advantage_scales),
-                        shaping=sub(ro.shaping, fresh.shaping))
-    out.stats = rollout_stats(out)
-    return out
-
-
-def _groups(xs: list, g: int) -> list[list]:
-    return [xs[i:i + g] for i in range(0, len(xs), g)]
-
-
-def rollout_stats(ro: ScoredRollout) -> dict[str, float]:
-    n = max(1, len(ro.rewards))
-    g = ro.group_size
-    reward_groups = _groups(ro.rewards, g)
-    success_groups = _groups([float(s) for s in ro.successes], g)
-    zero_var = sum(1 for grp in reward_groups if max(grp) - min(grp) < ZERO_VAR_TOL) / max(1, len(reward_groups))
-    no_signal = sum(1 for grp in success_groups if max(grp) == min(grp)) / max(1, len(success_groups))
-    comp_lens = [sum(ep.action_mask) for ep in ro.episodes]
-    out = {
-        "reward": sum(ro.rewards) / n,
-        "reward_std": _std(ro.rewards),
-        "success": sum(ro.successes) / n,
-        "pass_at_k": sum(1 for grp in success_groups if max(grp) > 0) / max(1, len(success_groups)),
-        "completion_len": sum(comp_lens) / n,
-        "truncated": sum(bool(ep.truncated) for ep in ro.episodes) / n,
-        "turns": sum(int(ep.turns) for ep in ro.episodes) / n,
-        "tool_hops": sum(int(ep.tool_hops) for ep in ro.episodes) / n,
-        "clarifications": sum(int(ep.clarifications) for ep in ro.episodes) / n,
-        "zero_var_groups": zero_var,
-        "no_success_signal_groups": no_signal,
-        "completion_tokens": float(sum(comp_lens)),
-    }
-    if ro.shaping:
-        out["reward/shaping"] = sum(ro.shaping) / n
-    for d in REWARD_DIMENSIONS:
-        out[f"reward/{d}"] = sum(x[d] for x in ro.dims) / n
-    return out
-
-
-def _std(xs: list[float]) -> float:
-    if len(xs) < 2:
-        return 0.0
-    m = sum(xs) / len(xs)
-    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+    return ScoredRollout(sub(ro.items, fresh.items), sub(ro.episodes, fresh.episodes), sub(ro.rewards, fresh.rewards),
+                         sub(ro.successes, fresh.successes), sub(ro.dims, fresh.dims), g,
+                         advantage_scales=sub(ro.advantage_scales, fresh.advantage_scales),
+                         shaping=sub(ro.shaping, fresh.shaping))
 
 
 def sampler_metrics(sample_logp, old_logp, mask, is_weight=None) -> dict[str, float]:

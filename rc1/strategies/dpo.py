@@ -55,7 +55,7 @@ class DPOStrategy:
         import torch
 
         pairs = self.pairs(ro.rewards)
-        metrics = {**ro.stats, "dpo/pairs": len(pairs)}
+        metrics = {**ro.stats.record(), "dpo/pairs": len(pairs)}
         if not pairs:
             return StepPlan(tensors={}, loss_fn=self.loss, rollout=ro, metrics=metrics)
         order = [e for pair in pairs for e in pair]  # chosen, rejected, chosen, ...: a pair's rows are consecutive

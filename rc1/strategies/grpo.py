@@ -73,7 +73,7 @@ class GRPOStrategy:
             with torch.no_grad():
                 tensors["ref_logp"] = forward_rows(self.policy, tensors, self.cfg.run.micro_batch_size, reference=True,
                                                    **self.forward_kwargs()).logp
-        return StepPlan(tensors=tensors, loss_fn=self.loss, rollout=ro, metrics=dict(ro.stats))
+        return StepPlan(tensors=tensors, loss_fn=self.loss, rollout=ro, metrics=ro.stats.record())
 
     def loss(self, policy: Policy, t: dict) -> LossOutput:
         import torch

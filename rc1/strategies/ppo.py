@@ -97,7 +97,7 @@ class PPOStrategy:
         t.update(old_logp=old_logp, old_values=old_values, advantages=adv, returns=returns, ref_logp=ref,
                  token_weight=token_weights(mask))
         return StepPlan(tensors=t, loss_fn=self.loss, epochs=s.ppo_epochs, rollout=ro,
-                        metrics={**ro.stats, "kl_coef": self.kl_coef, "rollout_kl": ref_kl})
+                        metrics={**ro.stats.record(), "kl_coef": self.kl_coef, "rollout_kl": ref_kl})
 
     def loss(self, policy: Policy, t: dict) -> LossOutput:
         import torch

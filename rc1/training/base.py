@@ -285,22 +285,24 @@ class RecipeBase:
         log.info("training ended at step %d/%d: %s", self.step, self.max_steps, reason)
         return doc
 
-    def zero_signal_guard(self, stats: dict, groups: int, group_size: int) -> dict:
+    def zero_signal_guard(self, *, groups: int, group_size: int, success: float, truncated: float, reward: float,
+                          zero_var_groups: float, pass_at_k: float | None = None,
+                          no_success_signal_groups: float | None = None) -> dict:
         """Step-0 record of whether the run can learn at all: pass rate, truncation, zero-variance groups.
         (The learning-signal gate refuses such a run before training; this records what step 0 saw.)"""
-        report = {"step": 0, "base_pass_rate": stats["success"], "pass_at_k": stats.get("pass_at_k"),
-                  "truncation_rate": stats["truncated"], "zero_variance_group_frac": stats["zero_var_groups"],
-                  "no_success_signal_group_frac": stats.get("no_success_signal_groups"),
-                  "groups": groups, "group_size": group_size, "reward_mean": stats["reward"], "warnings": []}
+        report = {"step": 0, "base_pass_rate": success, "pass_at_k": pass_at_k,
+                  "truncation_rate": truncated, "zero_variance_group_frac": zero_var_groups,
+                  "no_success_signal_group_frac": no_success_signal_groups,
+                  "groups": groups, "group_size": group_size, "reward_mean": reward, "warnings": []}
         w = report["warnings"]
-        if stats["zero_var_groups"] >= 1.0:
+        if zero_var_groups >= 1.0:
             w.append("every rollout group has zero reward variance: group-relative advantages are all 0, "
                      "the policy gets no learning signal")
-        if stats["success"] == 0.0:
+        if success == 0.0:
             w.append("base pass rate is 0: no rollout solved its task, so only the shaping dimensions carry signal")
-        if stats["truncated"] >= ZERO_SIGNAL_TRUNCATION_WARN:
-            w.append(f"{stats['truncated']:.0%} of rollouts hit max_new_tokens (raise model.max_new_tokens)")
-        report["could_learn"] = stats["zero_var_groups"] < 1.0 and stats["success"] > 0.0
+        if truncated >= ZERO_SIGNAL_TRUNCATION_WARN:
+            w.append(f"{truncated:.0%} of rollouts hit max_new_tokens (raise model.max_new_tokens)")
+        report["could_learn"] = zero_var_groups < 1.0 and success > 0.0
         if not self.dist.is_main:
             return report
         path = atomic_write_json(self.ws.path(ZERO_SIGNAL_FILE), report)

@@ -58,10 +58,6 @@ from rc1.training.base import RecipeBase, rollout_seed
 from rc1.runtime.distributed import merge_records, rank_info
 
 log = logging.getLogger("rc1.train")
-# A step's headline rollout figures: from the prompts as drawn, before dynamic sampling replaced its groups
-# without a correctness signal (the filtered batch's figures are logged beside them as resampled/...).
-HEADLINE_STATS = ("reward", "reward_std", "success", "pass_at_k", "truncated", "zero_var_groups",
-                  "no_success_signal_groups")
 FEEDBACK_MAIN = 1 << 30  # order of a micro-step's own groups' feedback: after its redraws' (numbered 1, 2, ...)
 
 
@@ -181,7 +177,11 @@ class TrainingRecipe(RecipeBase):
             if self.judge is not None:
                 record.update(self.judge.step_figures())
             if batch.step == 0 and rollout is not None and self.resumed_from is None:
-                self.zero_signal_guard(rollout.stats, len(rollout.rewards) // rollout.group_size, rollout.group_size)
+                st = rollout.stats
+                self.zero_signal_guard(groups=len(rollout.rewards) // rollout.group_size, group_size=rollout.group_size,
+                                       success=st.success, truncated=st.truncated, reward=st.reward,
+                                       zero_var_groups=st.zero_var_groups, pass_at_k=st.pass_at_k,
+                                       no_success_signal_groups=st.no_success_signal_groups)
             closes_window = self.accum_position + n >= accum
             self.spans.restart()
             record.update(self.engine.backward(plan, scale=self.backward_scale(plan, accum), sync=closes_window))
@@ -193,8 +193,8 @@ class TrainingRecipe(RecipeBase):
                 self.feedback += [(batch.step, FEEDBACK_MAIN, item_id, rate)
                                   for item_id, rate in drawn.group_success().items()]
                 if drawn is not rollout:  # the headline figures are the drawn batch's, not the filtered one's
-                    record.update({f"resampled/{k}": v for k, v in rollout.stats.items() if k in HEADLINE_STATS})
-                    record.update({k: v for k, v in drawn.stats.items() if k in HEADLINE_STATS})
+                    record.update({f"resampled/{k}": v for k, v in rollout.stats.headline().items()})
+                    record.update(drawn.stats.headline())
             if closes_window:
                 record.update(self.close_window(accum))
                 self.spans.lap("optimizer")  # clip + optimizer step (+ the plans' further epochs)

@@ -119,10 +119,10 @@ class TRLRecipe(RecipeBase):
                     record[k] = sum(p[k] for p in parts) / n
             record["zero_var_groups"] = logs.get("frac_reward_zero_std")
             if step == 1 and self.resumed_from is None:
-                stats = {"success": record["success"], "truncated": record["truncated"],
-                         "zero_var_groups": record["zero_var_groups"] or 0.0, "reward": record["reward"]}
                 G = cfg.strategy.num_generations
-                self.zero_signal_guard(stats, n // G, G)
+                self.zero_signal_guard(groups=n // G, group_size=G, success=record["success"],
+                                       truncated=record["truncated"], reward=record["reward"],
+                                       zero_var_groups=record["zero_var_groups"] or 0.0)
         self.step = step
         self.steps_this_process += 1
         self.watch(record)

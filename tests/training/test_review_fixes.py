@@ -115,15 +115,15 @@ def test_pass_at_k_counts_groups_with_any_success():
     from types import SimpleNamespace
 
     from rc1.config.schema import REWARD_DIMENSIONS
-    from rc1.strategies.common import ScoredRollout, rollout_stats
+    from rc1.engines.contract import ScoredRollout
 
     ep = SimpleNamespace(action_mask=[0, 1, 1], truncated=False, turns=1, tool_hops=0, clarifications=0)
     successes = [True, False, False, False, False, True]  # groups of 2: hit, miss, hit
     ro = ScoredRollout([{"id": str(i // 2)} for i in range(6)], [ep] * 6, [float(x) for x in successes], successes,
                        [{d: 0.0 for d in REWARD_DIMENSIONS}] * 6, 2)
-    stats = rollout_stats(ro)
-    assert stats["pass_at_k"] == pytest.approx(2 / 3) and stats["success"] == pytest.approx(2 / 6)
-    assert stats["no_success_signal_groups"] == pytest.approx(1 / 3) and stats["completion_tokens"] == 12
+    stats = ro.stats
+    assert stats.pass_at_k == pytest.approx(2 / 3) and stats.success == pytest.approx(2 / 6)
+    assert stats.no_success_signal_groups == pytest.approx(1 / 3) and stats.completion_tokens == 12
 
 
 def test_the_sft_loss_is_the_token_mean_nll_of_the_answer(tmp_path):
