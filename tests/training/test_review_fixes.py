@@ -192,21 +192,19 @@ def test_log_prob_and_entropy_under_the_nucleus_by_hand():
     import math
     from types import SimpleNamespace
 
-    from rc1.engines.pure_pt import PurePTEngine
+    from rc1.engines.forward import project
 
     head = torch.nn.Linear(4, 4, bias=False)
     with torch.no_grad():
         head.weight.copy_(torch.eye(4))
-    engine = PurePTEngine()
-    engine.use_amp = False
     lm = SimpleNamespace(get_output_embeddings=lambda: head)
     h = torch.log(torch.tensor([[4.0, 3.0, 2.0, 1.0]] * 2))  # the identity head: these are the logits
-    lp, ent = engine._project(lm, h, torch.tensor([0, 3]), True, 1.0, 0.65)
+    lp, ent = project(lm, h, torch.tensor([0, 3]), True, 1.0, 0.65)
     assert lp.tolist() == pytest.approx([math.log(4 / 7), math.log(1 / 8)], abs=1e-6)
     h7 = -(4 / 7 * math.log(4 / 7) + 3 / 7 * math.log(3 / 7))
     h8 = -(0.5 * math.log(0.5) + 0.375 * math.log(0.375) + 0.125 * math.log(0.125))
     assert ent.tolist() == pytest.approx([h7, h8], abs=1e-6)
     # temperature 2 without a nucleus: p ~ sqrt([4, 3, 2, 1])
-    lp2, _ = engine._project(lm, h[:1], torch.tensor([0]), False, 2.0, 1.0)
+    lp2, _ = project(lm, h[:1], torch.tensor([0]), False, 2.0, 1.0)
     z = sum(math.sqrt(x) for x in (4, 3, 2, 1))
     assert float(lp2[0]) == pytest.approx(math.log(2 / z), abs=1e-6)
