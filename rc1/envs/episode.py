@@ -45,6 +45,10 @@ class TurnSample:
     def prompt_len(self) -> int:
         return self.action_mask.index(1) if 1 in self.action_mask else len(self.action_mask)
 
+    def training_samples(self) -> list["TurnSample"]:
+        """A sample is its own one training sample (as an Episode without split turns is)."""
+        return [self]
+
 
 @dataclass
 class Episode(EpisodeOutcome):

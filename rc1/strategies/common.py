@@ -9,10 +9,13 @@ gives no signal at all (its GRPO advantages are 0).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Sequence
 
 from rc1.engines.contract import Batch, Policy, ScoredRollout
 from rc1.rewards.reward import score_all
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rc1.envs.episode import Episode, TurnSample
 
 
 def correctness_first(rewards: list[float], successes: list[bool], group_size: int) -> list[float]:
@@ -50,6 +53,21 @@ def rollout_and_score(policy: Policy, reward_model, batch: Batch, group_size: in
     episodes = policy.rollout(prompts, group_size, seed=int(batch.seed))
     items = [it for it in prompts for _ in range(group_size)]
     return score_rollout(items, episodes, reward_model, group_size)
+
+
+class RolloutStrategy:
+    """What the RL strategies (GRPO, RLOO, PPO, DPO) share: the config, the reward model, the group size
+    (strategy.num_generations), the policy `attach` gives, and the rollout: each prompt of the batch rolled out
+    group_size times and scored."""
+
+    def __init__(self, cfg, reward_model):
+        self.cfg = cfg
+        self.reward_model = reward_model
+        self.group_size = cfg.strategy.num_generations
+        self.policy: Policy | None = None
+
+    def rollout(self, batch: Batch) -> ScoredRollout:
+        return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
 
 
 def no_signal_groups(ro: ScoredRollout) -> list[int]:
@@ -108,17 +126,18 @@ def sampling_kwargs(cfg) -> dict:
     return {"temperature": cfg.model.temperature, "top_p": cfg.model.top_p}
 
 
-def collate(policy: Policy, episodes: list[Any]) -> dict:
+def collate(policy: Policy, episodes: "Sequence[Episode | TurnSample]") -> dict:
     """Right-padded input_ids / attention_mask / action_mask tensors on the policy's device, one row per
     training sample: an episode's samples (`Episode.training_samples()`: its split turns, else the whole
-    episode; objects without that method are one sample). `episode` maps each row to its episode's index
+    episode; a `TurnSample` is one sample). `episode` maps each row to its episode's index
     in `episodes` (rows of an episode consecutive, in turn order). With `sample_logp` (the log-probs the
     sampler gave each generated token) when every sample has them."""
     import torch
 
-    samples, owner = [], []
+    samples: list[TurnSample] = []
+    owner: list[int] = []
     for e, ep in enumerate(episodes):
-        rows = ep.training_samples() if hasattr(ep, "training_samples") else [ep]
+        rows = ep.training_samples()
         samples += rows
         owner += [e] * len(rows)
     pad = policy.tokenizer.pad_token_id
@@ -129,7 +148,7 @@ def collate(policy: Policy, episodes: list[Any]) -> dict:
     ids = torch.full((B, T), int(pad), dtype=torch.long)
     attn = torch.zeros((B, T), dtype=torch.long)
     act = torch.zeros((B, T), dtype=torch.float32)
-    with_lp = all(len(getattr(s, "logprobs", None) or []) == sum(s.action_mask) for s in samples)
+    with_lp = all(len(s.logprobs) == sum(s.action_mask) for s in samples)
     slp = torch.zeros((B, T), dtype=torch.float32)
     for i, s in enumerate(samples):
         n = len(s.input_ids)

@@ -16,22 +16,19 @@ every strategy; `sampler_mismatch_kl` as for GRPO (DPO's loss has no per-token t
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+from rc1.strategies.common import (RolloutStrategy, ScoredRollout, collate, forward_rows, sampler_metrics,
                                    sampling_kwargs)
 from rc1.strategies.rl_math import dpo_loss, k3_kl, masked_mean
 
 PAIR_MIN_GAP = 1e-6
 
 
-class DPOStrategy:
+class DPOStrategy(RolloutStrategy):
     name = "dpo"
 
     def __init__(self, cfg, reward_model):
-        self.cfg = cfg
-        self.reward_model = reward_model
-        self.group_size = cfg.strategy.num_generations
+        super().__init__(cfg, reward_model)
         self.beta = cfg.strategy.dpo_beta
-        self.policy: Policy | None = None
 
     def attach(self, policy: Policy) -> None:
         self.policy = policy
@@ -47,9 +44,6 @@ class DPOStrategy:
             if grp[hi] - grp[lo] > PAIR_MIN_GAP:
                 out.append((start + hi, start + lo))
         return out
-
-    def rollout(self, batch: Batch) -> ScoredRollout:
-        return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
 
     def plan(self, batch: Batch, ro: ScoredRollout) -> StepPlan:
         import torch

@@ -25,23 +25,20 @@ episode's advantage.
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+from rc1.strategies.common import (RolloutStrategy, ScoredRollout, collate, forward_rows, sampler_metrics,
                                    sampling_kwargs)
 from rc1.strategies.rl_math import (grpo_advantages, grpo_token_loss, masked_mean, scale_group_advantages, token_weights,
                                    truncated_is_weight)
 
 
-class GRPOStrategy:
+class GRPOStrategy(RolloutStrategy):
     name = "grpo"
 
     def __init__(self, cfg, reward_model):
-        self.cfg = cfg
-        self.reward_model = reward_model
-        self.group_size = cfg.strategy.num_generations
+        super().__init__(cfg, reward_model)
         self.beta = cfg.strategy.kl_coef
         self.clip = cfg.engine.clip_coef
         self.measure_kl = self.beta > 0 or cfg.effective_target_kl is not None
-        self.policy: Policy | None = None
         self.is_cap: float | None = None
 
     def attach(self, policy: Policy) -> None:
@@ -55,9 +52,6 @@ class GRPOStrategy:
 
     def forward_kwargs(self) -> dict:
         return sampling_kwargs(self.cfg)
-
-    def rollout(self, batch: Batch) -> ScoredRollout:
-        return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
 
     def plan(self, batch: Batch, ro: ScoredRollout) -> StepPlan:
         import torch

@@ -25,7 +25,7 @@
 from __future__ import annotations
 
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+from rc1.strategies.common import (RolloutStrategy, ScoredRollout, collate, forward_rows, sampler_metrics,
                                    sampling_kwargs)
 from rc1.strategies.rl_math import (gae, k3_kl, masked_mean, ppo_losses, token_weights, truncated_is_weight,
                                    whiten)
@@ -33,17 +33,13 @@ from rc1.strategies.rl_math import (gae, k3_kl, masked_mean, ppo_losses, token_w
 VALUE_HEAD = "value_head"
 
 
-class PPOStrategy:
+class PPOStrategy(RolloutStrategy):
     name = "ppo"
 
     def __init__(self, cfg, reward_model):
-        s = cfg.strategy
-        self.cfg = cfg
-        self.reward_model = reward_model
-        self.group_size = s.num_generations
+        super().__init__(cfg, reward_model)
         self.clip = cfg.engine.clip_coef
-        self.kl_coef = s.kl_coef
-        self.policy: Policy | None = None
+        self.kl_coef = cfg.strategy.kl_coef
         self.value_head = None
         self.is_cap: float | None = None
 
@@ -61,9 +57,6 @@ class PPOStrategy:
 
     def values(self, hidden):
         return self.value_head(hidden).squeeze(-1)
-
-    def rollout(self, batch: Batch) -> ScoredRollout:
-        return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
 
     def plan(self, batch: Batch, ro: ScoredRollout) -> StepPlan:
         import torch

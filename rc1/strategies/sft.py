@@ -7,9 +7,8 @@ is the mean negative log-likelihood of those answer tokens. No rollouts, no rewa
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
+from rc1.envs.episode import TurnSample
 from rc1.strategies.common import collate
 from rc1.strategies.rl_math import masked_mean, token_weights
 
@@ -40,7 +39,7 @@ class SFTStrategy:
         prompt = fmt.prompt_ids(episode_messages(item))
         eos = self.policy.tokenizer.eos_token_id
         answer = fmt.encode(f"ANSWER: {item['answer']}") + [min(fmt.eos_ids) if eos is None else eos]
-        return SimpleNamespace(input_ids=prompt + answer, action_mask=[0] * len(prompt) + [1] * len(answer))
+        return TurnSample(input_ids=prompt + answer, action_mask=[0] * len(prompt) + [1] * len(answer))
 
     def rollout(self, batch: Batch) -> None:
         return None  # SFT learns from gold answers: no rollouts

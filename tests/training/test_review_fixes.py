@@ -165,18 +165,19 @@ class _FixedPolicy:
 
 def test_the_ppo_plan_by_hand():
     """k1 penalty per token, the reward on the last action token, GAE (gamma = lambda = 1), whitening, x scale."""
-    from types import SimpleNamespace
-
-    from rc1.config.schema import TrainConfig
+    from rc1.config.schema import REWARD_DIMENSIONS, TrainConfig
     from rc1.engines.contract import Batch, ScoredRollout
+    from rc1.envs.episode import Episode
     from rc1.strategies.ppo import PPOStrategy
 
     cfg = TrainConfig.model_validate({"strategy": {"name": "ppo", "kl_coef": 0.1, "gamma": 1.0, "gae_lambda": 1.0,
                                                    "num_generations": 2}})
     s = PPOStrategy(cfg, None)
     s.attach(_FixedPolicy(torch.tensor([[0.0, -1.0, -2.0]]), torch.tensor([[0.0, -1.5, -1.0]])))
-    ep = SimpleNamespace(input_ids=[5, 6, 7, 8], action_mask=[0, 0, 1, 1])  # shifted action mask [0, 1, 1]
-    ro = ScoredRollout([{"id": "a"}], [ep], [1.0], [True], [{}], 1, advantage_scales=[1.2])
+    ep = Episode("a", "gsm8k", None, 1, 0, 0, False, "", input_ids=[5, 6, 7, 8],
+                 action_mask=[0, 0, 1, 1])  # shifted action mask [0, 1, 1]
+    ro = ScoredRollout([{"id": "a"}], [ep], [1.0], [True], [{d: 0.0 for d in REWARD_DIMENSIONS}], 1,
+                       advantage_scales=[1.2])
     t = s.plan(Batch(0, ({"id": "a"},), 1), ro).tensors
     # k1 = logp - ref = [0, 0.5, -1.0]; token rewards -0.1 x k1 = [0, -0.05, 0.1], + reward 1 on the last: 1.1
     # values 0: A_2 = 1.1, A_1 = -0.05 + A_2 = 1.05; returns = A + V = [1.05, 1.1]
