@@ -1,33 +1,53 @@
-"""The training contract: what a strategy hands the recipe, and what it may call on the policy.
+"""The training contract, read this first: everything a recipe, a strategy, an engine and a callback hand each
+other or may call on each other. The loop (rc1.training.recipe) asks no hasattr: what is not here is no one
+else's business.
 
-    recipe ──Batch──▶ strategy.plan(batch, policy) ──StepPlan──▶ recipe ──▶ engine.backward(plan, scale)
-                                                                        └──▶ engine.optimizer_step()
+    recipe ──Batch──▶ strategy.rollout(batch) ──ScoredRollout──▶ strategy.plan(batch, rollout) ──StepPlan──┐
+      ▲                      │ Policy: rollout / forward / reference / add_module                          │
+      │                      ▼                                                                              ▼
+      │                   engine ◀── backward(plan, scale) x plan.epochs, optimizer_step() at each window ── recipe
+      └── callbacks: on_train_start / on_step_end(trainer, record) / on_train_end, reading the recipe as `Trainer`
 
-- `Batch`: the prompts of one step and the seed its rollouts use.
-- `StepPlan` (frozen): the collated tensors, the loss function, how many optimisation passes
-  (`epochs`, PPO's ppo_epochs) the recipe runs over them, the scored rollout (None for SFT) and the
-  rollout metrics. Like torchtune's `Trajectory`/`PPOStats` (torchtune/rlhf/_types.py).
-- `Policy`: exactly what a strategy may call on the engine: roll out, forward (log-probs, entropy,
-  hidden states; policy or reference; under the sampling distribution: temperature and top-p), move
-  tensors to the device, ask for a reference policy, add a trainable module (PPO's value head), and
-  whether its sampler's numerics differ from forward's. Nothing else of the engine is a strategy's business.
-- `Strategy`: turns a `Batch` into a `StepPlan` (rollout, then plan); `KLAdjustable`: a strategy whose loss
-  has a KL coefficient the recipe adapts toward target_kl (rc1.training.monitor.KLControl).
-- `Engine`: what the recipe calls. The recipe owns the loop: it runs `plan.epochs` passes of
-  `backward` and steps the optimizer at the end of each gradient-accumulation window (and after each
-  extra epoch), as torchtune's recipes/ppo_full_finetune_single_device.py does.
+Values (what crosses a boundary; frozen where nothing may write them later):
+- `Batch`: the prompts of one micro-step and the seed its rollouts use.
+- `ScoredRollout`: the step's episodes (rc1.envs.episode.Episode), their rewards, successes and reward
+  dimensions, in groups of `group_size` consecutive episodes per prompt; its `stats` (`RolloutStats`) are the
+  rollout's named figures, and `RolloutStats.record()` their metrics.jsonl keys.
+- `StepPlan`: the collated rows (`PlanTensors`: typed fields, every tensor row-first, so a micro-batch is a
+  row slice), the loss function, how many optimisation passes (`epochs`, PPO's ppo_epochs) the recipe runs
+  over them, the rollout (None for SFT) and the step's metrics. Like torchtune's `Trajectory`/`PPOStats`
+  (torchtune/rlhf/_types.py).
+- `ForwardOutput` (log-probs, entropy, hidden states) and `LossOutput` (loss, metrics, what they average over).
+
+Protocols (who calls what):
+- `Strategy` (rc1.strategies): `rollout(batch)` then `plan(batch, rollout)`; between the two the recipe may
+  replace groups without a learning signal (dynamic sampling). `KLAdjustable`: a strategy whose loss has a KL
+  coefficient the recipe adapts toward target_kl (rc1.training.monitor.KLControl).
+- `Policy`: exactly what a strategy may call on the engine: roll out, forward (policy or reference, under the
+  sampling distribution: temperature and top-p), move tensors to the device, ask for a reference policy, add a
+  trainable module (PPO's value head), and whether its sampler's numerics differ from forward's.
+- `Engine`: what every engine (pure_pt, trl) gives its recipe and the callbacks: the model, its precision,
+  a greedy eval step. `StepEngine`: an engine whose loop the recipe runs (pure_pt): `backward` and
+  `optimizer_step`, the LR, the state dict. The recipe owns the loop: it runs `plan.epochs` passes of
+  `backward` and steps the optimizer at the end of each gradient-accumulation window (and after each extra
+  epoch), as torchtune's recipes/ppo_full_finetune_single_device.py does.
+- `Trainer`: what a callback may read and call on the recipe (step, cfg, ws, engine, stop, checkpoint,
+  evaluate). `Callback`: what the recipe calls on a callback (rc1.callbacks.base.BaseCallback has no-op hooks
+  and no state; `state_dict()` None means nothing to checkpoint).
 
 A loss function is `loss_fn(policy, tensors) -> LossOutput(loss, metrics)`; `loss` is None when the
-step has nothing to learn from (a DPO batch without a preference pair). The engine may call it on a
-micro-batch of the plan's rows (rc1.engines.microbatch, run.micro_batch_size): a loss normalises with the
-plan-wide counts the strategy put in the tensors, so the micro-batches' losses sum to the plan's.
+step has nothing to learn from (a DPO batch without a preference pair: its plan's tensors are None). The
+engine may call it on a micro-batch of the plan's rows (rc1.engines.microbatch, run.micro_batch_size): a loss
+normalises with the plan-wide counts the strategy put in the tensors (`token_weight`, `n_pairs`), so the
+micro-batches' losses sum to the plan's. Whatever a loss reads beyond the policy's own forward is computed in
+`plan()` (PPO's old log-probs and values, the reference log-probs); a loss writes nothing into its tensors.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, runtime_checkable
 
 from rc1.config.schema import REWARD_DIMENSIONS
 
@@ -178,9 +198,56 @@ class ScoredRollout:
 
 
 @dataclass(frozen=True)
+class PlanTensors:
+    """The collated rows of a StepPlan, on the policy's device (rc1.strategies.common.collate makes the first four;
+    a strategy's plan() adds what its loss reads, with `dataclasses.replace`). Every tensor has the plan's rows
+    first, so a micro-batch is the same slice of each (`take`); `n_pairs` is a plan-wide count. Log-probs and
+    per-token tensors are over input_ids[:, 1:] ([rows, T-1])."""
+
+    input_ids: torch.Tensor                   # [rows, T] long, right-padded
+    attention_mask: torch.Tensor              # [rows, T]
+    action_mask: torch.Tensor                 # [rows, T-1] float: 1 on the generated tokens
+    episode: torch.Tensor                     # [rows] long: the row's episode (rows of one episode consecutive)
+    sample_logp: torch.Tensor | None = None   # the sampler's log-probs, when every row carries them
+    unit: torch.Tensor | None = None          # [rows] long: rows with one id stay in one micro-batch (DPO's pair)
+    token_weight: torch.Tensor | None = None  # the loss type's weight per token over the WHOLE plan
+    advantages: torch.Tensor | None = None    # [rows] (GRPO, RLOO) or [rows, T-1] (PPO)
+    ref_logp: torch.Tensor | None = None      # the reference policy's log-probs (KL)
+    # PPO: pi_old is the policy that sampled, computed in plan() before any update (GRPO's single update reads
+    # it off the loss's own forward, detached)
+    old_logp: torch.Tensor | None = None
+    old_values: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+    is_weight: torch.Tensor | None = None     # truncated importance weights min(pi_old / pi_sampler, cap)
+    n_pairs: int = 0                          # DPO: preference pairs in the whole plan
+
+    @property
+    def rows(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def take(self, rows: slice) -> PlanTensors:
+        """These rows of every tensor; `episode` and `unit` re-based to start at 0; plan-wide counts as they are."""
+        cut: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is None or f.name in PLAN_WIDE:
+                continue
+            v = v[rows]
+            if f.name in ("episode", "unit") and v.numel():
+                v = v - v[0]
+            cut[f.name] = v
+        return replace(self, **cut)
+
+
+PLAN_WIDE = ("n_pairs",)   # PlanTensors fields that are counts over the whole plan, not rows
+
+
+@dataclass(frozen=True)
 class StepPlan:
-    tensors: Mapping[str, Any]
-    loss_fn: Callable[["Policy", Mapping[str, Any]], LossOutput]
+    """What a strategy hands the recipe for one micro-step (see the module docstring)."""
+
+    tensors: PlanTensors | None   # None: nothing to learn from (a DPO batch without a pair)
+    loss_fn: Callable[["Policy", PlanTensors | None], LossOutput]
     epochs: int = 1
     rollout: ScoredRollout | None = None
     metrics: Metrics = field(default_factory=dict)

@@ -358,8 +358,7 @@ class PurePTEngine:
         loss, metrics = out.loss, out.metrics
         weight = out.weight
         if weight is None:
-            mask = tensors.get("action_mask")
-            weight = float(mask.sum()) if mask is not None else 1.0
+            weight = float(tensors.action_mask.sum()) if tensors is not None else 1.0
         if loss is not None:
             self._window_losses += 1
             return loss, metrics, True, weight

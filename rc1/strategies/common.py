@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from rc1.engines.contract import Batch, Policy, ScoredRollout
+from rc1.engines.contract import Batch, PlanTensors, Policy, ScoredRollout
 from rc1.rewards.reward import score_all
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -104,7 +104,7 @@ def sampler_metrics(sample_logp, old_logp, mask, is_weight=None) -> dict[str, fl
     return out
 
 
-def forward_rows(policy: Policy, t: dict, micro_batch_size: int | None, **kwargs):
+def forward_rows(policy: Policy, t: PlanTensors, micro_batch_size: int | None, **kwargs):
     """policy.forward over the plan's rows (no gradient), `micro_batch_size` rows at a time, the outputs
     concatenated: the plan's old / reference log-probs (and PPO's values) then never hold more activations than
     one micro-batch's, as the loss's forward/backward does (rc1.engines.microbatch)."""
@@ -113,7 +113,7 @@ def forward_rows(policy: Policy, t: dict, micro_batch_size: int | None, **kwargs
     from rc1.engines.contract import ForwardOutput
     from rc1.engines.microbatch import row_slices
 
-    parts = [policy.forward(t["input_ids"][s], t["attention_mask"][s], positions=t["action_mask"][s], **kwargs)
+    parts = [policy.forward(t.input_ids[s], t.attention_mask[s], positions=t.action_mask[s], **kwargs)
              for s in row_slices(t, micro_batch_size)]
     if len(parts) == 1:
         return parts[0]
@@ -126,7 +126,7 @@ def sampling_kwargs(cfg) -> dict:
     return {"temperature": cfg.model.temperature, "top_p": cfg.model.top_p}
 
 
-def collate(policy: Policy, episodes: "Sequence[Episode | TurnSample]") -> dict:
+def collate(policy: Policy, episodes: "Sequence[Episode | TurnSample]") -> PlanTensors:
     """Right-padded input_ids / attention_mask / action_mask tensors on the policy's device, one row per
     training sample: an episode's samples (`Episode.training_samples()`: its split turns, else the whole
     episode; a `TurnSample` is one sample). `episode` maps each row to its episode's index
@@ -158,8 +158,6 @@ def collate(policy: Policy, episodes: "Sequence[Episode | TurnSample]") -> dict:
         if with_lp and s.logprobs:
             slp[i, :n][act[i, :n] > 0] = torch.tensor(s.logprobs, dtype=torch.float32)
     # log-probs are over input_ids[:, 1:], so the per-token tensors are shifted the same way
-    out = {"input_ids": ids, "attention_mask": attn, "action_mask": act[:, 1:],
-           "episode": torch.tensor(owner, dtype=torch.long)}
-    if with_lp:
-        out["sample_logp"] = slp[:, 1:]
-    return policy.to_device(out)
+    rows = {"input_ids": ids, "attention_mask": attn, "action_mask": act[:, 1:],
+            "episode": torch.tensor(owner, dtype=torch.long), "sample_logp": slp[:, 1:] if with_lp else None}
+    return PlanTensors(**policy.to_device(rows))

@@ -293,8 +293,7 @@ class TrainingRecipe(RecipeBase):
         scale = self.dist.world_size / accum
         if not self.window_token_mean:
             return scale
-        mask = plan.tensors.get("action_mask")
-        tokens = float(mask.sum()) if mask is not None else 0.0
+        tokens = float(plan.tensors.action_mask.sum()) if plan.tensors is not None else 0.0
         self.window_tokens += tokens
         return scale * tokens / self.token_reference
 

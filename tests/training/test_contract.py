@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rc1.config.load import load_train_config, verify_config_file
-from rc1.engines.contract import Batch, StepPlan
+from rc1.engines.contract import Batch, PlanTensors, StepPlan
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.workspace import Workspace
 from rc1.training.base import make_recipe, read_training_end
@@ -32,11 +32,11 @@ def test_a_strategy_hands_the_recipe_a_frozen_typed_plan(tmp_path, tiny_model_di
     batch = Batch(0, tuple(arithmetic_items(2)), 123)
     plan = recipe.strategy.plan(batch, recipe.strategy.rollout(batch))
     assert isinstance(plan, StepPlan) and plan.epochs == 1 and plan.rollout is not None
-    assert {"input_ids", "attention_mask", "action_mask", "advantages"} <= set(plan.tensors)
+    assert isinstance(plan.tensors, PlanTensors) and plan.tensors.advantages is not None
     with pytest.raises(AttributeError):
         plan.epochs = 2  # frozen
     with pytest.raises(ValueError):
-        StepPlan(tensors={}, loss_fn=plan.loss_fn, epochs=0)
+        StepPlan(tensors=None, loss_fn=plan.loss_fn, epochs=0)
 
 
 def test_ppo_epochs_with_accumulation_resume_exactly(tmp_path, tiny_model_dir):
@@ -75,7 +75,7 @@ def test_a_hard_item_gets_a_larger_advantage_than_an_easy_one_with_the_same_outc
     ro.rewards = [1.0, 0.2, 0.0] * 2  # the same outcomes in both groups
     ro.successes = [True, False, False] * 2
     assert ro.advantage_scales == [0.9] * g + [1.1] * g
-    adv = recipe.strategy.plan(batch, ro).tensors["advantages"]
+    adv = recipe.strategy.plan(batch, ro).tensors.advantages
     assert torch.allclose(adv[g:], adv[:g] * 1.1 / 0.9)
     assert adv[g] > adv[0] > 0  # the correct answer to the hard item is pushed up more
 

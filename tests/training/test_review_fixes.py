@@ -181,10 +181,10 @@ def test_the_ppo_plan_by_hand():
     t = s.plan(Batch(0, ({"id": "a"},), 1), ro).tensors
     # k1 = logp - ref = [0, 0.5, -1.0]; token rewards -0.1 x k1 = [0, -0.05, 0.1], + reward 1 on the last: 1.1
     # values 0: A_2 = 1.1, A_1 = -0.05 + A_2 = 1.05; returns = A + V = [1.05, 1.1]
-    assert t["returns"][0].tolist() == pytest.approx([0.0, 1.05, 1.1])
+    assert t.returns[0].tolist() == pytest.approx([0.0, 1.05, 1.1])
     # whitened over the two action tokens: mean 1.075, std 0.025 -> [-1, 1]; x the item's scale 1.2
-    assert t["advantages"][0].tolist() == pytest.approx([0.0, -1.2, 1.2], abs=1e-4)
-    assert t["token_weight"][0].tolist() == pytest.approx([0.0, 0.5, 0.5])
+    assert t.advantages[0].tolist() == pytest.approx([0.0, -1.2, 1.2], abs=1e-4)
+    assert t.token_weight[0].tolist() == pytest.approx([0.0, 0.5, 0.5])
 
 
 def test_log_prob_and_entropy_under_the_nucleus_by_hand():
