@@ -45,7 +45,7 @@ micro-batches' losses sum to the plan's. Whatever a loss reads beyond the policy
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, runtime_checkable
 
@@ -228,14 +228,13 @@ class PlanTensors:
     def take(self, rows: slice) -> PlanTensors:
         """These rows of every tensor; `episode` and `unit` re-based to start at 0; plan-wide counts as they are."""
         cut: dict[str, Any] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if v is None or f.name in PLAN_WIDE:
+        for name, v in vars(self).items():
+            if v is None or name in PLAN_WIDE:
                 continue
             v = v[rows]
-            if f.name in ("episode", "unit") and v.numel():
+            if name in ("episode", "unit") and v.numel():
                 v = v - v[0]
-            cut[f.name] = v
+            cut[name] = v
         return replace(self, **cut)
 
 

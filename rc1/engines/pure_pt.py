@@ -34,7 +34,7 @@ import math
 from typing import Any, Callable
 
 from rc1.engines.contract import ForwardOutput, StepPlan
-from rc1.engines.forward import token_logprobs
+from rc1.engines.forward import causal_lm, token_logprobs
 from rc1.models.loader import is_peft
 from rc1.runtime.checkpoint import (ADAPTER_FILE, KEY_EXTRA_MODULES, KEY_OPTIMIZER, KEY_PENDING_GRADS,
                                     KEY_SCALER, KEY_SCHEDULER, KEY_WEIGHTS, KEY_WEIGHTS_FILE, MODEL_FILE)
@@ -501,9 +501,9 @@ def _policy_modules_class():
             self.model = model
             self.extras = torch.nn.ModuleDict(extra_modules)
             # what accelerate's FSDP2 auto-wrap shards one by one (the decoder layers): a transformers model's
-            # attribute, on the model or under its peft wrapper
+            # attribute (None on some), on the model or under its peft wrapper
             self._no_split_modules = getattr(model, "_no_split_modules", None) or getattr(
-                getattr(model, "get_base_model", lambda: model)(), "_no_split_modules", None)
+                causal_lm(model), "_no_split_modules", None)
 
         def forward(self, fn):
             return fn()
