@@ -52,9 +52,9 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, runtime_c
 from rc1.config.schema import REWARD_DIMENSIONS
 
 if TYPE_CHECKING:  # pragma: no cover
-    import torch
-
     from pathlib import Path
+
+    import torch
 
     from rc1.config.schema import TrainConfig
     from rc1.envs.episode import Episode
@@ -183,6 +183,7 @@ class ScoredRollout:
 
     @cached_property
     def stats(self) -> RolloutStats:
+        """Measured once, from the rollout as scored (merge_groups makes a new rollout, with its own)."""
         return RolloutStats.of(self)
 
     def groups(self, xs: list) -> list[list]:
@@ -347,6 +348,7 @@ class StepEngine(Engine, Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
+@runtime_checkable
 class Trainer(Protocol):
     """What a callback may read and call on the recipe driving the run (rc1.training's TrainingRecipe and
     TRLRecipe): nothing else of a recipe is a callback's business."""

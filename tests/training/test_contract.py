@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rc1.config.load import load_train_config, verify_config_file
-from rc1.engines.contract import Batch, PlanTensors, StepPlan
+from rc1.engines.contract import Batch, Callback, PlanTensors, StepEngine, StepPlan, Strategy, Trainer
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.workspace import Workspace
 from rc1.training.base import make_recipe, read_training_end
@@ -33,6 +33,9 @@ def test_a_strategy_hands_the_recipe_a_frozen_typed_plan(tmp_path, tiny_model_di
     plan = recipe.strategy.plan(batch, recipe.strategy.rollout(batch))
     assert isinstance(plan, StepPlan) and plan.epochs == 1 and plan.rollout is not None
     assert isinstance(plan.tensors, PlanTensors) and plan.tensors.advantages is not None
+    # the recipe, its engine, strategy and callbacks are what the contract says they are
+    assert isinstance(recipe, Trainer) and isinstance(recipe.engine, StepEngine) and isinstance(recipe.strategy, Strategy)
+    assert recipe.callbacks and all(isinstance(cb, Callback) for cb in recipe.callbacks)
     with pytest.raises(AttributeError):
         plan.epochs = 2  # frozen
     with pytest.raises(ValueError):
