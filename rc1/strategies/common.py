@@ -57,14 +57,21 @@ def rollout_and_score(policy: Policy, reward_model, batch: Batch, group_size: in
 
 class RolloutStrategy:
     """What the RL strategies (GRPO, RLOO, PPO, DPO) share: the config, the reward model, the group size
-    (strategy.num_generations), the policy `attach` gives, and the rollout: each prompt of the batch rolled out
-    group_size times and scored."""
+    (strategy.num_generations), the policy `attach` gives, the truncated importance-sampling cap that policy
+    calls for (`is_cap`: strategy.importance_sampling_cap when its sampler's numerics differ from the trainer's,
+    else None; GRPO, RLOO and PPO reweight by it, DPO has no per-token term to reweight), and the rollout: each
+    prompt of the batch rolled out group_size times and scored."""
 
     def __init__(self, cfg, reward_model):
         self.cfg = cfg
         self.reward_model = reward_model
         self.group_size = cfg.strategy.num_generations
         self.policy: Policy | None = None
+        self.is_cap: float | None = None
+
+    def attach(self, policy: Policy) -> None:
+        self.policy = policy
+        self.is_cap = self.cfg.strategy.importance_sampling_cap if policy.sampler_differs else None
 
     def rollout(self, batch: Batch) -> ScoredRollout:
         return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)

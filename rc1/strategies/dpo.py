@@ -33,7 +33,7 @@ class DPOStrategy(RolloutStrategy):
         self.beta = cfg.strategy.dpo_beta
 
     def attach(self, policy: Policy) -> None:
-        self.policy = policy
+        super().attach(policy)
         policy.use_reference()
 
     def pairs(self, rewards: list[float]) -> list[tuple[int, int]]:

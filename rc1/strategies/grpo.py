@@ -41,13 +41,11 @@ class GRPOStrategy(RolloutStrategy):
         self.beta = cfg.strategy.kl_coef
         self.clip = cfg.engine.clip_coef
         self.measure_kl = self.beta > 0 or cfg.effective_target_kl is not None
-        self.is_cap: float | None = None
 
     def attach(self, policy: Policy) -> None:
-        self.policy = policy
+        super().attach(policy)
         if self.measure_kl:
             policy.use_reference()
-        self.is_cap = self.cfg.strategy.importance_sampling_cap if policy.sampler_differs else None
 
     def advantages(self, rewards):
         return grpo_advantages(rewards, self.group_size, self.cfg.strategy.scale_rewards)

@@ -43,14 +43,12 @@ class PPOStrategy(RolloutStrategy):
         self.clip = cfg.engine.clip_coef
         self.kl_coef = cfg.strategy.kl_coef
         self.value_head = None
-        self.is_cap: float | None = None
 
     def attach(self, policy: Policy) -> None:
         import torch
 
-        self.policy = policy
+        super().attach(policy)
         policy.use_reference()
-        self.is_cap = self.cfg.strategy.importance_sampling_cap if policy.sampler_differs else None
         hidden = policy.hidden_size
         head = torch.nn.Linear(hidden, 1)
         torch.nn.init.normal_(head.weight, std=1.0 / (hidden + 1) ** 0.5)
