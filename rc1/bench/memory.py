@@ -118,7 +118,7 @@ def _model_tensor_bytes(model) -> int:
     return total
 
 
-def _synthetic_batch(engine, point: Point, vocab: int, seed: int) -> dict:
+def _synthetic_batch(engine, point: Point, vocab: int, seed: int):
     """A rollout-shaped batch: rows of seq_len random tokens, the last action_tokens generated; each row an
     episode of its own (one turn)."""
     import torch
@@ -129,36 +129,39 @@ def _synthetic_batch(engine, point: Point, vocab: int, seed: int) -> dict:
     attn = torch.ones((B, T), dtype=torch.long)
     act = torch.zeros((B, T - 1), dtype=torch.float32)
     act[:, T - 1 - A:] = 1.0  # shifted grid: position t scores token t+1
-    return engine.to_device({"input_ids": ids, "attention_mask": attn, "action_mask": act,
-                             "episode": torch.arange(B)})
+    from rc1.engines.contract import PlanTensors
+
+    return PlanTensors(**engine.to_device({"input_ids": ids, "attention_mask": attn, "action_mask": act,
+                                           "episode": torch.arange(B)}))
 
 
-def _plan(engine, strategy, strategy_name: str, t: dict):
+def _plan(engine, strategy, strategy_name: str, t):
     """The StepPlan the strategy would hand the recipe for batch `t` (its plan() without the rollout)."""
     import torch
+
+    from dataclasses import replace
 
     from rc1.engines.contract import StepPlan
     from rc1.strategies.common import forward_rows
     from rc1.strategies.rl_math import token_weights
 
-    B = t["input_ids"].shape[0]
+    B = t.rows
     g = torch.Generator().manual_seed(1)
-    t = dict(t)
     kw = {"temperature": engine.cfg.model.temperature}
     micro = engine.micro_batch_size  # the plan's forwards run in the loss's micro-batches, as the strategies' do
-    t["token_weight"] = token_weights(t["action_mask"])
+    t = replace(t, token_weight=token_weights(t.action_mask))
     with torch.no_grad():
         if strategy_name == "ppo":
             cur = forward_rows(engine, t, micro, hidden=True, **kw)
             ref = forward_rows(engine, t, micro, reference=True, **kw).logp
-            mask = t["action_mask"]
-            t.update(old_logp=cur.logp, old_values=strategy.values(cur.hidden), ref_logp=ref,
-                     advantages=engine.to_device(torch.randn(mask.shape, generator=g)) * mask,
-                     returns=engine.to_device(torch.randn(mask.shape, generator=g)) * mask)
+            mask = t.action_mask
+            t = replace(t, old_logp=cur.logp, old_values=strategy.values(cur.hidden), ref_logp=ref,
+                        advantages=engine.to_device(torch.randn(mask.shape, generator=g)) * mask,
+                        returns=engine.to_device(torch.randn(mask.shape, generator=g)) * mask)
         else:
-            t["advantages"] = engine.to_device(torch.randn(B, generator=g))
+            t = replace(t, advantages=engine.to_device(torch.randn(B, generator=g)))
             if strategy.measure_kl:
-                t["ref_logp"] = forward_rows(engine, t, micro, reference=True, **kw).logp
+                t = replace(t, ref_logp=forward_rows(engine, t, micro, reference=True, **kw).logp)
     return StepPlan(tensors=t, loss_fn=strategy.loss)
 
 

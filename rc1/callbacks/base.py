@@ -1,37 +1,40 @@
-"""The callback protocol the training recipe calls; `callbacks:` names are in rc1.config.registry.
+"""Callbacks the training recipe calls; `callbacks:` names are in rc1.config.registry.
 
-Hooks receive the recipe (its `step`, `engine`, `strategy`, `ws`, `cfg`) and, after a step, the
-metrics record of that step; a callback may add keys to it (before the logging callback writes it:
-logging always runs last) or ask the recipe to stop (`recipe.request_stop(reason)`).
+The protocol (`Callback`) and what a hook may read and call on the recipe (`Trainer`: its step, cfg, ws,
+engine, ...) are in rc1.engines.contract. After a step a hook receives the metrics record of that step; a
+callback may add keys to it (before the logging callback writes it: logging always runs last) or ask the
+recipe to stop (`trainer.request_stop(reason)`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from rc1.config import registry
-
-
-class Callback(Protocol):
-    def on_train_start(self, recipe: Any) -> None: ...
-
-    def on_step_end(self, recipe: Any, record: dict) -> None: ...
-
-    def on_train_end(self, recipe: Any) -> None: ...
+from rc1.engines.contract import Callback, Trainer
 
 
 class BaseCallback:
-    def on_train_start(self, recipe) -> None:
+    """No-op hooks and no state: a callback overrides the hooks it needs, and `state_dict` / `load_state_dict`
+    when it has something a resumed run must get back."""
+
+    def on_train_start(self, trainer: Trainer) -> None:
         pass
 
-    def on_step_end(self, recipe, record: dict) -> None:
+    def on_step_end(self, trainer: Trainer, record: dict) -> None:
         pass
 
-    def on_train_end(self, recipe) -> None:
+    def on_train_end(self, trainer: Trainer) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any] | None:
+        return None  # nothing to checkpoint
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
 
 
-def build_callbacks(specs) -> list:
+def build_callbacks(specs) -> list[Callback]:
     """Instances for the config's `callbacks:` list. logging is always on: metrics.jsonl and the
     heartbeat are how the console and `rc1 status` see a run."""
     by_name = {s.name: s for s in specs}

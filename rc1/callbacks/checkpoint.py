@@ -7,17 +7,18 @@ save that falls inside a multi-epoch accumulation window is taken when the windo
 from __future__ import annotations
 
 from rc1.callbacks.base import BaseCallback
+from rc1.engines.contract import Trainer
 
 
 class CheckpointCallback(BaseCallback):
     def __init__(self, spec=None):
         self.due = False
 
-    def on_step_end(self, recipe, record: dict) -> None:
-        if not getattr(recipe, "saves_on_schedule", True) or not recipe.checkpoints:
+    def on_step_end(self, trainer: Trainer, record: dict) -> None:
+        if not trainer.saves_on_schedule or not trainer.checkpoints:
             return  # the TRL recipe saves through TRL's own hook at the same steps
-        self.due = self.due or recipe.crossed(recipe.cfg.run.save_steps)
-        if self.due and recipe.can_checkpoint_now:
-            path = recipe.save_checkpoint(reason="scheduled")
-            record["checkpoint"] = recipe.ws.rel(path)
+        self.due = self.due or trainer.crossed(trainer.cfg.run.save_steps)
+        if self.due and trainer.can_checkpoint_now:
+            path = trainer.save_checkpoint(reason="scheduled")
+            record["checkpoint"] = trainer.ws.rel(path)
             self.due = False

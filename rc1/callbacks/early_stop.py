@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from rc1.callbacks.base import BaseCallback
+from rc1.engines.contract import Trainer
 from rc1.runtime.errors import ConfigError
 
 log = logging.getLogger("rc1.train")
@@ -25,24 +26,24 @@ class EarlyStopCallback(BaseCallback):
         self.bad = 0
         self.key = "eval/success"
 
-    def on_train_start(self, recipe) -> None:
+    def on_train_start(self, trainer: Trainer) -> None:
         from rc1.callbacks.eval_dev import EvalDevCallback
         from rc1.eval.metrics import METRIC_ALIASES
 
-        metric = METRIC_ALIASES.get(recipe.cfg.eval.metric, recipe.cfg.eval.metric)
+        metric = METRIC_ALIASES.get(trainer.cfg.eval.metric, trainer.cfg.eval.metric)
         if metric not in MEASURED:
             raise ConfigError(f"callbacks: early_stop stops on the dev eval's {', '.join(MEASURED)}; eval.metric "
-                              f"{recipe.cfg.eval.metric!r} is not measured during training: set eval.metric: success "
+                              f"{trainer.cfg.eval.metric!r} is not measured during training: set eval.metric: success "
                               "or drop early_stop")
-        dev = [cb for cb in recipe.callbacks if isinstance(cb, EvalDevCallback)]
+        dev = [cb for cb in trainer.callbacks if isinstance(cb, EvalDevCallback)]
         if not dev:
             raise ConfigError("callbacks: early_stop needs eval_dev (it stops on the dev split's eval metric)")
         if not dev[0].items:
-            raise ConfigError(f"callbacks: early_stop needs a dev split, and {recipe.cfg.data.eval_path} does not "
+            raise ConfigError(f"callbacks: early_stop needs a dev split, and {trainer.cfg.data.eval_path} does not "
                               "exist (run `rc1 data make-min`)")
         self.key = f"eval/{metric}"
 
-    def on_step_end(self, recipe, record: dict) -> None:
+    def on_step_end(self, trainer: Trainer, record: dict) -> None:
         if self.key not in record:
             return
         value = record[self.key]
@@ -52,7 +53,7 @@ class EarlyStopCallback(BaseCallback):
         self.bad += 1
         if self.bad >= self.patience:
             log.warning("early stop: dev %s has not improved on %.4f for %d evals", self.key, self.best, self.bad)
-            recipe.request_stop("early_stop")
+            trainer.request_stop("early_stop")
 
     def state_dict(self) -> dict:
         return {"best": self.best, "bad": self.bad}

@@ -15,6 +15,7 @@ import json
 import logging
 
 from rc1.callbacks.base import BaseCallback
+from rc1.engines.contract import Trainer
 from rc1.judge.live import JudgeFault
 from rc1.runtime.atomic import append_line
 
@@ -30,33 +31,33 @@ class EvalDevCallback(BaseCallback):
         self.items: list[dict] = []
         self.source: dict | None = None
 
-    def on_train_start(self, recipe) -> None:
+    def on_train_start(self, trainer: Trainer) -> None:
         from rc1.eval.splits import dev_set
 
-        dev = dev_set(recipe.ws, recipe.cfg, self.n)
+        dev = dev_set(trainer.ws, trainer.cfg, self.n)
         if dev is None:
             log.warning("eval_dev: the dev split %s does not exist; no dev evals this run (the held-out set is "
-                        "never used instead)", recipe.cfg.data.eval_path)
+                        "never used instead)", trainer.cfg.data.eval_path)
             return
         self.items = dev.items
         self.source = {"split": "dev", "path": dev.path, "sha256": dev.sha256, "n": len(dev.items)}
         log.info("eval_dev: %d items of %s (stratified) every %d steps", len(self.items), dev.path,
-                 recipe.cfg.run.eval_steps)
+                 trainer.cfg.run.eval_steps)
 
-    def on_step_end(self, recipe, record: dict) -> None:
-        if not self.items or not recipe.crossed(recipe.cfg.run.eval_steps):
+    def on_step_end(self, trainer: Trainer, record: dict) -> None:
+        if not self.items or not trainer.crossed(trainer.cfg.run.eval_steps):
             return
         try:
-            metrics = recipe.evaluate(self.items, seed=EVAL_SEED, max_new_tokens=recipe.cfg.eval.max_new_tokens)
+            metrics = trainer.evaluate(self.items, seed=EVAL_SEED, max_new_tokens=trainer.cfg.eval.max_new_tokens)
         except JudgeFault as exc:  # the step trained; its dev eval has no grade: keep the step, checkpoint, stop
-            if recipe.dist.distributed:  # one rank's fault: the other ranks wait in the eval's gather
+            if trainer.dist.distributed:  # one rank's fault: the other ranks wait in the eval's gather
                 raise
             record["eval/error"] = exc.reason
-            recipe.stop_after_fault(exc, f"training stopped ({exc.reason}) after step {recipe.step} with its "
+            trainer.stop_after_fault(exc, f"training stopped ({exc.reason}) after step {trainer.step} with its "
                                          "checkpoint; its dev eval was not taken, and `rc1 resume` continues "
                                          "with the next step")
             return
         record.update(metrics)
-        if recipe.dist.is_main:  # every rank evaluates its share; rank 0 writes
-            append_line(recipe.ws.reports / LOG_FILE,
-                        json.dumps({"step": recipe.step, "source": self.source, **metrics}))
+        if trainer.dist.is_main:  # every rank evaluates its share; rank 0 writes
+            append_line(trainer.ws.reports / LOG_FILE,
+                        json.dumps({"step": trainer.step, "source": self.source, **metrics}))

@@ -6,6 +6,7 @@ import logging
 import time
 
 from rc1.callbacks.base import BaseCallback
+from rc1.engines.contract import Trainer
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.metrics import MetricsWriter
 
@@ -20,16 +21,16 @@ class LoggingCallback(BaseCallback):
     def __init__(self, spec=None):
         self.writer = None
 
-    def on_train_start(self, recipe) -> None:
-        if recipe.dist.is_main:  # one metrics.jsonl per run, with global figures: rank 0 writes it
-            self.writer = MetricsWriter(recipe.ws.metrics_path)
+    def on_train_start(self, trainer: Trainer) -> None:
+        if trainer.dist.is_main:  # one metrics.jsonl per run, with global figures: rank 0 writes it
+            self.writer = MetricsWriter(trainer.ws.metrics_path)
 
-    def on_step_end(self, recipe, record: dict) -> None:
+    def on_step_end(self, trainer: Trainer, record: dict) -> None:
         if self.writer is None:
             return
         record["heartbeat"] = round(time.time(), 3)
         # one run per seed, one after the other in the same file: the console and the report tell them apart
-        record.setdefault("seed_index", recipe.seed_index)
+        record.setdefault("seed_index", trainer.seed_index)
         for k in REQUIRED_KEYS:
             record.setdefault(k, None)
         self.writer.write(record)
@@ -52,19 +53,19 @@ class TensorBoardCallback(BaseCallback):
             raise ConfigError(f"callbacks: tensorboard needs the `tensorboard` package ({exc})") from None
         self.tb = None
 
-    def on_train_start(self, recipe) -> None:
+    def on_train_start(self, trainer: Trainer) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        if recipe.dist.is_main:
-            self.tb = SummaryWriter(str(recipe.ws.reports / "tensorboard"))
+        if trainer.dist.is_main:
+            self.tb = SummaryWriter(str(trainer.ws.reports / "tensorboard"))
 
-    def on_step_end(self, recipe, record: dict) -> None:
+    def on_step_end(self, trainer: Trainer, record: dict) -> None:
         if self.tb is None:
             return
         for k, v in record.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("step", "heartbeat", "time"):
                 self.tb.add_scalar(k if "/" in k else f"train/{k}", v, record["step"])
 
-    def on_train_end(self, recipe) -> None:
+    def on_train_end(self, trainer: Trainer) -> None:
         if self.tb is not None:
             self.tb.close()

@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
         can fit on them."""
         from rc1.rewards.responses import DEV_BASE_TAG, load_item_file, obtain_responses, responses_path
         from rc1.envs.verifiers import verify_episode
-        from rc1.rewards.reward import ScoredEpisode
+        from rc1.envs.episode import EpisodeOutcome
 
         ws = workspace()
         cfg = _config(ws, config)
@@ -188,7 +188,7 @@ def register(app: typer.Typer) -> None:
                                               generations=generations, max_turns=max_turns, batch_size=batch_size,
                                               items_path=items_rel)
         by_id = {it["id"]: it for it in chosen}
-        solved = sum(verify_episode(by_id[r["item_id"]], ScoredEpisode.from_dict(r["episode"])).success for r in rows)
+        solved = sum(verify_episode(by_id[r["item_id"]], EpisodeOutcome.from_dict(r["episode"])).success for r in rows)
         typer.echo(f"{len(rows)} answers ({generations} per item) to {len(chosen)} items of {items_rel}: {solved} "
                    f"solved ({solved / max(len(rows), 1):.1%}); generated in {meta.get('generation_seconds')}s")
         typer.echo(f"wrote {responses_path(DEV_BASE_TAG, shadow=False)}")

@@ -14,31 +14,29 @@ micro-batches.
 
 Rows are cut only between units: a plan's `unit` tensor ([rows], consecutive ids) names rows that must stay
 together (DPO: the rows of a chosen episode and its rejected partner). Without it every row is its own unit.
-`episode` (row -> episode index) is re-based to start at 0 in each micro-batch.
+`episode` (row -> episode index) is re-based to start at 0 in each micro-batch (PlanTensors.take).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Iterator
 
-UNIT = "unit"          # optional [rows] long: rows with the same id stay in one micro-batch
-EPISODE = "episode"    # [rows] long: the row's episode (re-based per micro-batch)
+from rc1.engines.contract import PlanTensors
 
 
-def plan_rows(tensors: Mapping[str, Any]) -> int:
+def plan_rows(tensors: PlanTensors | None) -> int:
     """Rows of a collated plan (0 for an empty one: DPO without a pair)."""
-    ids = tensors.get("input_ids")
-    return 0 if ids is None else int(ids.shape[0])
+    return 0 if tensors is None else tensors.rows
 
 
-def row_slices(tensors: Mapping[str, Any], micro_batch_size: int | None) -> list[slice]:
+def row_slices(tensors: PlanTensors | None, micro_batch_size: int | None) -> list[slice]:
     """Consecutive row ranges of at most `micro_batch_size` rows, cut only between units; one slice holding
     every row when `micro_batch_size` is None or covers them. A unit larger than the micro-batch is a
     micro-batch of its own (it cannot be cut)."""
     rows = plan_rows(tensors)
-    if rows == 0 or micro_batch_size is None or micro_batch_size >= rows:
+    if tensors is None or rows == 0 or micro_batch_size is None or micro_batch_size >= rows:
         return [slice(0, rows)]
-    unit = tensors.get(UNIT)
+    unit = tensors.unit
     ids = list(range(rows)) if unit is None else [int(u) for u in unit.tolist()]
     starts = [i for i in range(rows) if i == 0 or ids[i] != ids[i - 1]] + [rows]
     out, lo = [], 0
@@ -50,28 +48,14 @@ def row_slices(tensors: Mapping[str, Any], micro_batch_size: int | None) -> list
     return out
 
 
-def take_rows(tensors: Mapping[str, Any], rows: slice) -> dict:
-    """The plan's tensors restricted to `rows`: every tensor whose first dimension is the row count is sliced,
-    anything else (scalars, plan-wide counts) is kept as is; `episode` and `unit` re-based to start at 0."""
-    n = plan_rows(tensors)
-    out = {}
-    for k, v in tensors.items():
-        if hasattr(v, "shape") and getattr(v, "dim", lambda: 0)() > 0 and v.shape[0] == n:
-            v = v[rows]
-            if k in (EPISODE, UNIT) and v.numel():
-                v = v - v[0]
-        out[k] = v
-    return out
-
-
-def micro_batches(tensors: Mapping[str, Any], micro_batch_size: int | None) -> Iterator[dict | Mapping[str, Any]]:
-    """The plan's tensors in micro-batches (the mapping itself when one micro-batch holds every row)."""
+def micro_batches(tensors: PlanTensors | None, micro_batch_size: int | None) -> Iterator[PlanTensors | None]:
+    """The plan's tensors in micro-batches (the plan's own when one micro-batch holds every row)."""
     slices = row_slices(tensors, micro_batch_size)
-    if len(slices) == 1:
+    if tensors is None or len(slices) == 1:
         yield tensors
         return
     for s in slices:
-        yield take_rows(tensors, s)
+        yield tensors.take(s)
 
 
 def combine_metrics(parts: list[tuple[dict, float]]) -> dict:

@@ -45,6 +45,8 @@ class TRLHooks:
 
 class TRLEngine:
     name = "trl"
+    sampler_differs = False         # TRL samples with the model it trains
+    skips_nonfinite_steps = False   # TRL's records carry no optimizer update for rc1 to check
 
     def __init__(self, ws=None, *, reward_model=None, model_loader=None, dist=None):
         from rc1.runtime.distributed import SingleProcess

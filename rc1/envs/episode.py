@@ -1,12 +1,35 @@
-"""`Episode`: one multi-turn rollout, as rewards, engines and eval consume it."""
+"""`Episode`: one multi-turn rollout, as rewards, engines and eval consume it; `EpisodeOutcome`: the part of it
+a reward reads, which a stored response keeps."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
-# The fields a reward reads: what a stored response (data/*responses*.jsonl, the eval's base episodes) keeps.
-EPISODE_FIELDS = ("item_id", "task", "final_answer", "turns", "tool_hops", "clarifications", "truncated",
-                  "model_text", "transcript")
+
+@dataclass
+class EpisodeOutcome:
+    """What an episode came to, as a reward reads it: what a stored response (data/*responses*.jsonl, the eval's
+    base episodes) keeps. `Episode` is this plus the tokens."""
+
+    item_id: str
+    task: str
+    final_answer: str | None
+    turns: int
+    tool_hops: int
+    clarifications: int
+    truncated: bool
+    model_text: str
+    transcript: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EpisodeOutcome":
+        """A stored response's episode (episode_dict's output, or an older record without a transcript)."""
+        return cls(**{k: d.get(k) for k in EPISODE_FIELDS if k != "transcript"},
+                   transcript=list(d.get("transcript") or []))
+
+
+# The fields a reward reads, in order.
+EPISODE_FIELDS = tuple(f.name for f in fields(EpisodeOutcome))
 
 
 @dataclass
@@ -22,10 +45,14 @@ class TurnSample:
     def prompt_len(self) -> int:
         return self.action_mask.index(1) if 1 in self.action_mask else len(self.action_mask)
 
+    def training_samples(self) -> list["TurnSample"]:
+        """A sample is its own one training sample (as an Episode without split turns is)."""
+        return [self]
+
 
 @dataclass
-class Episode:
-    """One rollout of one pool item.
+class Episode(EpisodeOutcome):
+    """One rollout of one pool item: its outcome (EpisodeOutcome's fields) and its tokens.
 
     `input_ids` is the whole conversation (prompt included), built by concatenating TOKENS — the
     generated ones exactly as sampled and the ones the environment inserted (end-of-turn markers,
@@ -47,15 +74,6 @@ class Episode:
     episode as one sample when there are none.
     """
 
-    item_id: str
-    task: str
-    final_answer: str | None
-    turns: int
-    tool_hops: int
-    clarifications: int
-    truncated: bool
-    model_text: str
-    transcript: list[dict] = field(default_factory=list)
     input_ids: list[int] = field(default_factory=list)
     action_mask: list[int] = field(default_factory=list)
     prompt_len: int = 0

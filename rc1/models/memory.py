@@ -39,7 +39,7 @@ NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
 ROLLOUT_STRATEGIES = ("grpo", "rloo", "ppo", "dpo")
 LOGITS, LAYER_BACKWARD, OPTIMIZER, GENERATION = "logits", "layer backward", "optimizer step", "generation"
 # The engine projects generated tokens onto the vocabulary in chunks of at most this many logits (2^27
-# fp32 values, 512 MiB per copy), each chunk under activation checkpointing (PurePTEngine._project).
+# fp32 values, 512 MiB per copy), each chunk under activation checkpointing (rc1.engines.forward.project).
 LOGITS_CHUNK_ELEMENTS = 2 ** 27
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from rc1.config.schema import REWARD_DIMENSIONS, PenaltySection, RewardSection
 from rc1.rewards import penalties
-from rc1.rewards.reward import RewardModel, ScoredEpisode
+from rc1.envs.episode import EpisodeOutcome
+from rc1.rewards.reward import RewardModel
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,8 @@ def _wired_case(alpha: float, cap: int) -> PenaltyCase:
     weights = {d: 1.0 / len(REWARD_DIMENSIONS) for d in REWARD_DIMENSIONS}
     item = {"id": "penalty-check", "task": "gsm8k", "question": "Tom has 3 apples and buys 4. How many?",
             "answer": "7", "aliases": [], "supporting": [], "needs_clarification": False, "bucket": "medium"}
-    ep = ScoredEpisode(item_id="penalty-check", task="gsm8k", final_answer="7", turns=3, tool_hops=0,
-                       clarifications=2, truncated=False, model_text="3 + 4 = 7\nANSWER: 7")
+    ep = EpisodeOutcome(item_id="penalty-check", task="gsm8k", final_answer="7", turns=3, tool_hops=0,
+                        clarifications=2, truncated=False, model_text="3 + 4 = 7\nANSWER: 7")
     on = RewardModel(weights, cfg, use_overclar_penalty=True).score(item, ep).total
     off = RewardModel(weights, cfg, use_overclar_penalty=False).score(item, ep).total
     share = cfg.shaping_scale / (1.0 + alpha * cap)

@@ -16,8 +16,7 @@ from collections import defaultdict
 
 from rc1.config.schema import TrainConfig
 from rc1.data.io import read_jsonl
-from rc1.envs.episode import episode_dict
-from rc1.rewards.reward import ScoredEpisode
+from rc1.envs.episode import EpisodeOutcome, episode_dict
 from rc1.runtime.atomic import atomic_output, atomic_write_json, canonical_json
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json, verify_artifact
@@ -159,13 +158,13 @@ def load_responses_file(ws: Workspace, rel: str) -> list[dict]:
     return rows
 
 
-def pair_rows(items_by_id: dict[str, dict], rows: list[dict]) -> list[tuple[dict, ScoredEpisode]]:
+def pair_rows(items_by_id: dict[str, dict], rows: list[dict]) -> list[tuple[dict, EpisodeOutcome]]:
     out = []
     for r in rows:
         item = items_by_id.get(r["item_id"])
         if item is None:
             raise ConfigError(f"response for item {r['item_id']!r} has no item in the shadow set")
-        out.append((item, ScoredEpisode.from_dict(r["episode"])))
+        out.append((item, EpisodeOutcome.from_dict(r["episode"])))
     return out
 
 

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from rc1.config.schema import REWARD_DIMENSIONS, RewardSection, TrainConfig
+from rc1.envs.episode import EpisodeOutcome
 from rc1.rewards.dimensions import score_dimensions
 from rc1.rewards.penalties import difficulty_factor, overclar_penalty
 from rc1.rewards.weights import check_weights, read_weights
@@ -52,34 +52,6 @@ class RewardBreakdown:
     def to_dict(self) -> dict:
         return {"total": self.total, "dims": dict(self.dims), "success": self.success, "penalty": self.penalty,
                 "shaping": self.shaping, "advantage_scale": self.advantage_scale, "judge": self.judge}
-
-
-@dataclass
-class ScoredEpisode:
-    """The Episode fields rewards read (rc1.envs.episode.Episode has these and more)."""
-
-    item_id: str
-    task: str
-    final_answer: str | None
-    turns: int
-    tool_hops: int
-    clarifications: int
-    truncated: bool
-    model_text: str
-    transcript: list = field(default_factory=list)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ScoredEpisode":
-        return cls(**{k: d.get(k) for k in ("item_id", "task", "final_answer", "turns", "tool_hops",
-                                            "clarifications", "truncated", "model_text")},
-                   transcript=list(d.get("transcript") or []))
-
-    @classmethod
-    def of(cls, episode: Any) -> "ScoredEpisode":
-        return cls(item_id=episode.item_id, task=episode.task, final_answer=episode.final_answer,
-                   turns=int(episode.turns), tool_hops=int(episode.tool_hops),
-                   clarifications=int(episode.clarifications), truncated=bool(episode.truncated),
-                   model_text=episode.model_text or "", transcript=list(getattr(episode, "transcript", []) or []))
 
 
 def score_all(reward_model, items: list[dict], episodes: list) -> list:
@@ -146,23 +118,23 @@ class RewardModel:
             out.append(b)
         return out
 
-    def score(self, item: dict, episode: Any) -> RewardBreakdown:
+    def score(self, item: dict, episode: EpisodeOutcome) -> RewardBreakdown:
         if self.judge is not None:
             return self.score_many([item], [episode])[0]
         dims, success = score_dimensions(item, episode)
         return self._breakdown(item, episode, dims, success)
 
-    def _breakdown(self, item: dict, episode: Any, dims: dict[str, float], success: bool) -> RewardBreakdown:
+    def _breakdown(self, item: dict, episode: EpisodeOutcome, dims: dict[str, float], success: bool) -> RewardBreakdown:
         penalty = 0.0
         if self.use_overclar_penalty:
             penalty = overclar_penalty(bool(item.get("needs_clarification")),
-                                       int(getattr(episode, "clarifications", 0) or 0),
+                                       int(episode.clarifications or 0),
                                        self.cfg.overclar.alpha, self.cfg.overclar.cap)
         total, shaping = self.total_of(success, dims, penalty)
         return RewardBreakdown(total=total, dims=dims, success=success, penalty=penalty, shaping=shaping,
                                advantage_scale=difficulty_factor(item.get("bucket"), self.cfg.difficulty_beta))
 
-    def __call__(self, item: dict, episode: Any) -> float:
+    def __call__(self, item: dict, episode: EpisodeOutcome) -> float:
         return self.score(item, episode).total
 
 

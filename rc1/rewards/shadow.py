@@ -30,7 +30,8 @@ import numpy as np
 from rc1.config.schema import REWARD_DIMENSIONS, TrainConfig
 from rc1.rewards.calibrate import HELD
 from rc1.rewards.responses import obtain_responses, pair_rows, responses_path
-from rc1.rewards.reward import RewardModel, ScoredEpisode
+from rc1.envs.episode import EpisodeOutcome
+from rc1.rewards.reward import RewardModel
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file
@@ -131,7 +132,7 @@ def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 202
         from rc1.eval.harness import base_episodes
 
         items, episodes, info = base_episodes(ws, cfg)
-        pairs = [(it, ScoredEpisode.from_dict(ep)) for it, ep in zip(items, episodes)]
+        pairs = [(it, EpisodeOutcome.from_dict(ep)) for it, ep in zip(items, episodes)]
         meta = {"shadow_set": info["shadow_set"], "shadow_set_sha256": info["shadow_set_sha256"],
                 "sha256": info["cache_sha256"], "max_new_tokens": info["generation"]["max_new_tokens"],
                 "temperature": 0.0, "max_turns": info["generation"]["max_turns"], "generations": 1,

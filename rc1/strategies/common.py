@@ -1,7 +1,7 @@
-"""What every RL strategy shares: roll out, score with the RewardModel, collate, rollout statistics.
+"""What every RL strategy shares: roll out, score with the RewardModel, collate.
 
-`rollout_stats` is THE rollout-statistics function of rc1: the training metrics of every step, the
-learning-signal check before training and the step-0 guard all read it. A group is the
+A rollout's statistics are `ScoredRollout.stats` (rc1.engines.contract.RolloutStats): the training metrics of
+every step, the learning-signal check before training and the step-0 guard all read them. A group is the
 `group_size` consecutive episodes of one prompt; a group whose successes are all equal gives no
 correctness signal (every answer right, or every one wrong); a group whose rewards are all equal
 gives no signal at all (its GRPO advantages are 0).
@@ -9,13 +9,13 @@ gives no signal at all (its GRPO advantages are 0).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Sequence
 
-from rc1.config.schema import REWARD_DIMENSIONS
-from rc1.engines.contract import Batch, Policy, ScoredRollout
+from rc1.engines.contract import Batch, PlanTensors, Policy, ScoredRollout
 from rc1.rewards.reward import score_all
 
-ZERO_VAR_TOL = 1e-9
+if TYPE_CHECKING:  # pragma: no cover
+    from rc1.envs.episode import Episode, TurnSample
 
 
 def correctness_first(rewards: list[float], successes: list[bool], group_size: int) -> list[float]:
@@ -43,12 +43,9 @@ def score_rollout(items: list[dict], episodes: list, reward_model, group_size: i
     totals = [float(s.total) for s in scores]
     if reward_model.cfg.shaping_groups == "mixed":
         totals = correctness_first(totals, successes, group_size)
-    ro = ScoredRollout(items, episodes, totals, successes,
-                       [dict(s.dims) for s in scores], group_size,
-                       advantage_scales=[float(s.advantage_scale) for s in scores],
-                       shaping=[float(s.shaping) for s in scores])
-    ro.stats = rollout_stats(ro)
-    return ro
+    return ScoredRollout(items, episodes, totals, successes, [dict(s.dims) for s in scores], group_size,
+                         advantage_scales=[float(s.advantage_scale) for s in scores],
+                         shaping=[float(s.shaping) for s in scores])
 
 
 def rollout_and_score(policy: Policy, reward_model, batch: Batch, group_size: int) -> ScoredRollout:
@@ -58,65 +55,44 @@ def rollout_and_score(policy: Policy, reward_model, batch: Batch, group_size: in
     return score_rollout(items, episodes, reward_model, group_size)
 
 
+class RolloutStrategy:
+    """What the RL strategies (GRPO, RLOO, PPO, DPO) share: the config, the reward model, the group size
+    (strategy.num_generations), the policy `attach` gives, the truncated importance-sampling cap that policy
+    calls for (`is_cap`: strategy.importance_sampling_cap when its sampler's numerics differ from the trainer's,
+    else None; GRPO, RLOO and PPO reweight by it, DPO has no per-token term to reweight), and the rollout: each
+    prompt of the batch rolled out group_size times and scored."""
+
+    def __init__(self, cfg, reward_model):
+        self.cfg = cfg
+        self.reward_model = reward_model
+        self.group_size = cfg.strategy.num_generations
+        self.policy: Policy | None = None
+        self.is_cap: float | None = None
+
+    def attach(self, policy: Policy) -> None:
+        self.policy = policy
+        self.is_cap = self.cfg.strategy.importance_sampling_cap if policy.sampler_differs else None
+
+    def rollout(self, batch: Batch) -> ScoredRollout:
+        return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
+
+
 def no_signal_groups(ro: ScoredRollout) -> list[int]:
     """Indices of the groups whose successes are all equal (every answer right, or every one wrong)."""
-    g = ro.group_size
-    return [i for i, grp in enumerate(_groups(ro.successes, g)) if len(set(grp)) == 1]
+    return [i for i, grp in enumerate(ro.groups(ro.successes)) if len(set(grp)) == 1]
 
 
 def merge_groups(ro: ScoredRollout, index: int, fresh: ScoredRollout) -> ScoredRollout:
-    """`ro` with its group `index` replaced by `fresh`'s (one) group; statistics recomputed."""
+    """`ro` with its group `index` replaced by `fresh`'s (one) group (its statistics are the new rollout's)."""
     g = ro.group_size
     lo, hi = index * g, (index + 1) * g
 
     def sub(a, b):
         return a[:lo] + b[:g] + a[hi:]
-    out = ScoredRollout(sub(ro.items, fresh.items), sub(ro.episodes, fresh.episodes), sub(ro.rewards, fresh.rewards),
-                        sub(ro.successes, fresh.successes), sub(ro.dims, fresh.dims), g,
-                        advantage_scales=sub(ro.advantage_scales, fresh.advantage_scales),
-                        shaping=sub(ro.shaping, fresh.shaping))
-    out.stats = rollout_stats(out)
-    return out
-
-
-def _groups(xs: list, g: int) -> list[list]:
-    return [xs[i:i + g] for i in range(0, len(xs), g)]
-
-
-def rollout_stats(ro: ScoredRollout) -> dict[str, float]:
-    n = max(1, len(ro.rewards))
-    g = ro.group_size
-    reward_groups = _groups(ro.rewards, g)
-    success_groups = _groups([float(s) for s in ro.successes], g)
-    zero_var = sum(1 for grp in reward_groups if max(grp) - min(grp) < ZERO_VAR_TOL) / max(1, len(reward_groups))
-    no_signal = sum(1 for grp in success_groups if max(grp) == min(grp)) / max(1, len(success_groups))
-    comp_lens = [sum(ep.action_mask) for ep in ro.episodes]
-    out = {
-        "reward": sum(ro.rewards) / n,
-        "reward_std": _std(ro.rewards),
-        "success": sum(ro.successes) / n,
-        "pass_at_k": sum(1 for grp in success_groups if max(grp) > 0) / max(1, len(success_groups)),
-        "completion_len": sum(comp_lens) / n,
-        "truncated": sum(bool(ep.truncated) for ep in ro.episodes) / n,
-        "turns": sum(int(ep.turns) for ep in ro.episodes) / n,
-        "tool_hops": sum(int(ep.tool_hops) for ep in ro.episodes) / n,
-        "clarifications": sum(int(ep.clarifications) for ep in ro.episodes) / n,
-        "zero_var_groups": zero_var,
-        "no_success_signal_groups": no_signal,
-        "completion_tokens": float(sum(comp_lens)),
-    }
-    if ro.shaping:
-        out["reward/shaping"] = sum(ro.shaping) / n
-    for d in REWARD_DIMENSIONS:
-        out[f"reward/{d}"] = sum(x[d] for x in ro.dims) / n
-    return out
-
-
-def _std(xs: list[float]) -> float:
-    if len(xs) < 2:
-        return 0.0
-    m = sum(xs) / len(xs)
-    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+    return ScoredRollout(sub(ro.items, fresh.items), sub(ro.episodes, fresh.episodes), sub(ro.rewards, fresh.rewards),
+                         sub(ro.successes, fresh.successes), sub(ro.dims, fresh.dims), g,
+                         advantage_scales=sub(ro.advantage_scales, fresh.advantage_scales),
+                         shaping=sub(ro.shaping, fresh.shaping))
 
 
 def sampler_metrics(sample_logp, old_logp, mask, is_weight=None) -> dict[str, float]:
@@ -135,7 +111,7 @@ def sampler_metrics(sample_logp, old_logp, mask, is_weight=None) -> dict[str, fl
     return out
 
 
-def forward_rows(policy: Policy, t: dict, micro_batch_size: int | None, **kwargs):
+def forward_rows(policy: Policy, t: PlanTensors, micro_batch_size: int | None, **kwargs):
     """policy.forward over the plan's rows (no gradient), `micro_batch_size` rows at a time, the outputs
     concatenated: the plan's old / reference log-probs (and PPO's values) then never hold more activations than
     one micro-batch's, as the loss's forward/backward does (rc1.engines.microbatch)."""
@@ -144,7 +120,7 @@ def forward_rows(policy: Policy, t: dict, micro_batch_size: int | None, **kwargs
     from rc1.engines.contract import ForwardOutput
     from rc1.engines.microbatch import row_slices
 
-    parts = [policy.forward(t["input_ids"][s], t["attention_mask"][s], positions=t["action_mask"][s], **kwargs)
+    parts = [policy.forward(t.input_ids[s], t.attention_mask[s], positions=t.action_mask[s], **kwargs)
              for s in row_slices(t, micro_batch_size)]
     if len(parts) == 1:
         return parts[0]
@@ -157,17 +133,18 @@ def sampling_kwargs(cfg) -> dict:
     return {"temperature": cfg.model.temperature, "top_p": cfg.model.top_p}
 
 
-def collate(policy: Policy, episodes: list[Any]) -> dict:
+def collate(policy: Policy, episodes: "Sequence[Episode | TurnSample]") -> PlanTensors:
     """Right-padded input_ids / attention_mask / action_mask tensors on the policy's device, one row per
     training sample: an episode's samples (`Episode.training_samples()`: its split turns, else the whole
-    episode; objects without that method are one sample). `episode` maps each row to its episode's index
+    episode; a `TurnSample` is one sample). `episode` maps each row to its episode's index
     in `episodes` (rows of an episode consecutive, in turn order). With `sample_logp` (the log-probs the
     sampler gave each generated token) when every sample has them."""
     import torch
 
-    samples, owner = [], []
+    samples: list[TurnSample] = []
+    owner: list[int] = []
     for e, ep in enumerate(episodes):
-        rows = ep.training_samples() if hasattr(ep, "training_samples") else [ep]
+        rows = ep.training_samples()
         samples += rows
         owner += [e] * len(rows)
     pad = policy.tokenizer.pad_token_id
@@ -178,7 +155,7 @@ def collate(policy: Policy, episodes: list[Any]) -> dict:
     ids = torch.full((B, T), int(pad), dtype=torch.long)
     attn = torch.zeros((B, T), dtype=torch.long)
     act = torch.zeros((B, T), dtype=torch.float32)
-    with_lp = all(len(getattr(s, "logprobs", None) or []) == sum(s.action_mask) for s in samples)
+    with_lp = all(len(s.logprobs) == sum(s.action_mask) for s in samples)
     slp = torch.zeros((B, T), dtype=torch.float32)
     for i, s in enumerate(samples):
         n = len(s.input_ids)
@@ -188,8 +165,6 @@ def collate(policy: Policy, episodes: list[Any]) -> dict:
         if with_lp and s.logprobs:
             slp[i, :n][act[i, :n] > 0] = torch.tensor(s.logprobs, dtype=torch.float32)
     # log-probs are over input_ids[:, 1:], so the per-token tensors are shifted the same way
-    out = {"input_ids": ids, "attention_mask": attn, "action_mask": act[:, 1:],
-           "episode": torch.tensor(owner, dtype=torch.long)}
-    if with_lp:
-        out["sample_logp"] = slp[:, 1:]
-    return policy.to_device(out)
+    rows = {"input_ids": ids, "attention_mask": attn, "action_mask": act[:, 1:],
+            "episode": torch.tensor(owner, dtype=torch.long), "sample_logp": slp[:, 1:] if with_lp else None}
+    return PlanTensors(**policy.to_device(rows))

@@ -15,26 +15,25 @@ every strategy; `sampler_mismatch_kl` as for GRPO (DPO's loss has no per-token t
 
 from __future__ import annotations
 
-from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+from dataclasses import replace
+
+from rc1.engines.contract import Batch, LossOutput, PlanTensors, Policy, StepPlan
+from rc1.strategies.common import (RolloutStrategy, ScoredRollout, collate, forward_rows, sampler_metrics,
                                    sampling_kwargs)
 from rc1.strategies.rl_math import dpo_loss, k3_kl, masked_mean
 
 PAIR_MIN_GAP = 1e-6
 
 
-class DPOStrategy:
+class DPOStrategy(RolloutStrategy):
     name = "dpo"
 
     def __init__(self, cfg, reward_model):
-        self.cfg = cfg
-        self.reward_model = reward_model
-        self.group_size = cfg.strategy.num_generations
+        super().__init__(cfg, reward_model)
         self.beta = cfg.strategy.dpo_beta
-        self.policy: Policy | None = None
 
     def attach(self, policy: Policy) -> None:
-        self.policy = policy
+        super().attach(policy)
         policy.use_reference()
 
     def pairs(self, rewards: list[float]) -> list[tuple[int, int]]:
@@ -48,44 +47,41 @@ class DPOStrategy:
                 out.append((start + hi, start + lo))
         return out
 
-    def rollout(self, batch: Batch) -> ScoredRollout:
-        return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
-
     def plan(self, batch: Batch, ro: ScoredRollout) -> StepPlan:
         import torch
 
         pairs = self.pairs(ro.rewards)
-        metrics = {**ro.stats, "dpo/pairs": len(pairs)}
+        metrics = {**ro.stats.record(), "dpo/pairs": len(pairs)}
         if not pairs:
-            return StepPlan(tensors={}, loss_fn=self.loss, rollout=ro, metrics=metrics)
+            return StepPlan(tensors=None, loss_fn=self.loss, rollout=ro, metrics=metrics)
         order = [e for pair in pairs for e in pair]  # chosen, rejected, chosen, ...: a pair's rows are consecutive
         t = collate(self.policy, [ro.episodes[i] for i in order])
-        t["unit"] = t["episode"] // 2  # a micro-batch never cuts a pair (rc1.engines.microbatch)
+        t = replace(t, unit=t.episode // 2)  # a micro-batch never cuts a pair (rc1.engines.microbatch)
         with torch.no_grad():
-            t["ref_logp"] = forward_rows(self.policy, t, self.cfg.run.micro_batch_size, reference=True,
-                                         **sampling_kwargs(self.cfg)).logp
-        t["n_pairs"] = len(pairs)
+            ref_logp = forward_rows(self.policy, t, self.cfg.run.micro_batch_size, reference=True,
+                                    **sampling_kwargs(self.cfg)).logp
+        t = replace(t, ref_logp=ref_logp, n_pairs=len(pairs))
         return StepPlan(tensors=t, loss_fn=self.loss, rollout=ro, metrics=metrics)
 
-    def loss(self, policy: Policy, t: dict) -> LossOutput:
+    def loss(self, policy: Policy, t: PlanTensors | None) -> LossOutput:
         import torch
 
-        if not t:
+        if t is None:
             return LossOutput(None, {"kl": None, "ratio": None, "clip_frac": 0.0, "entropy": None})
-        out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True,
+        out = policy.forward(t.input_ids, t.attention_mask, positions=t.action_mask, entropy=True,
                              **sampling_kwargs(self.cfg))
-        logp, mask = out.logp, t["action_mask"]
-        n = (int(t["episode"].max()) + 1) // 2  # the pairs of this micro-batch; n_pairs: the plan's
-        loss, margin, delta = dpo_loss(logp, t["ref_logp"], mask, n, self.beta, episode=t["episode"],
-                                       interleaved=True, total_pairs=t["n_pairs"])
+        logp, mask = out.logp, t.action_mask
+        n = (int(t.episode.max()) + 1) // 2  # the pairs of this micro-batch; n_pairs: the plan's
+        loss, margin, delta = dpo_loss(logp, t.ref_logp, mask, n, self.beta, episode=t.episode,
+                                       interleaved=True, total_pairs=t.n_pairs)
         with torch.no_grad():  # episode 2k is pair k's chosen one, 2k + 1 its rejected one
             delta = delta.detach()
-            metrics = {"kl": float(masked_mean(k3_kl(logp.detach(), t["ref_logp"]), mask)),
+            metrics = {"kl": float(masked_mean(k3_kl(logp.detach(), t.ref_logp), mask)),
                        "ratio": float(masked_mean(torch.exp(delta), mask)),
                        "clip_frac": 0.0,  # DPO has no clipping
                        "entropy": float(masked_mean(out.entropy, mask)),
                        "dpo/margin": float(margin.mean()), "dpo/accuracy": float((margin > 0).float().mean())}
-            metrics.update(sampler_metrics(t.get("sample_logp"), logp.detach(), mask))
+            metrics.update(sampler_metrics(t.sample_logp, logp.detach(), mask))
         return LossOutput(loss, metrics, weight=float(n))  # the metrics of micro-batches average by pairs
 
     def state_dict(self) -> dict:

@@ -24,31 +24,28 @@ episode's advantage.
 
 from __future__ import annotations
 
-from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+from dataclasses import replace
+
+from rc1.engines.contract import Batch, LossOutput, PlanTensors, Policy, StepPlan
+from rc1.strategies.common import (RolloutStrategy, ScoredRollout, collate, forward_rows, sampler_metrics,
                                    sampling_kwargs)
 from rc1.strategies.rl_math import (grpo_advantages, grpo_token_loss, masked_mean, scale_group_advantages, token_weights,
                                    truncated_is_weight)
 
 
-class GRPOStrategy:
+class GRPOStrategy(RolloutStrategy):
     name = "grpo"
 
     def __init__(self, cfg, reward_model):
-        self.cfg = cfg
-        self.reward_model = reward_model
-        self.group_size = cfg.strategy.num_generations
+        super().__init__(cfg, reward_model)
         self.beta = cfg.strategy.kl_coef
         self.clip = cfg.engine.clip_coef
         self.measure_kl = self.beta > 0 or cfg.effective_target_kl is not None
-        self.policy: Policy | None = None
-        self.is_cap: float | None = None
 
     def attach(self, policy: Policy) -> None:
-        self.policy = policy
+        super().attach(policy)
         if self.measure_kl:
             policy.use_reference()
-        self.is_cap = self.cfg.strategy.importance_sampling_cap if policy.sampler_differs else None
 
     def advantages(self, rewards):
         return grpo_advantages(rewards, self.group_size, self.cfg.strategy.scale_rewards)
@@ -56,38 +53,37 @@ class GRPOStrategy:
     def forward_kwargs(self) -> dict:
         return sampling_kwargs(self.cfg)
 
-    def rollout(self, batch: Batch) -> ScoredRollout:
-        return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
-
     def plan(self, batch: Batch, ro: ScoredRollout) -> StepPlan:
         import torch
 
-        tensors = collate(self.policy, ro.episodes)
+        t = collate(self.policy, ro.episodes)
         adv = self.advantages(torch.tensor(ro.rewards, dtype=torch.float32))
         adv = scale_group_advantages(adv, torch.tensor(ro.advantage_scales, dtype=torch.float32), self.group_size)
-        tensors["advantages"] = self.policy.to_device(adv)[tensors["episode"]]  # one per row
+        advantages = self.policy.to_device(adv)[t.episode]  # one per row
         # the loss type's normalisation over the whole plan, so micro-batches of its rows sum to its loss
-        tensors["token_weight"] = token_weights(tensors["action_mask"], self.cfg.strategy.loss_type,
-                                                self.cfg.model.max_new_tokens, episode=tensors["episode"])
+        weight = token_weights(t.action_mask, self.cfg.strategy.loss_type, self.cfg.model.max_new_tokens,
+                               episode=t.episode)
+        ref_logp = None
         if self.measure_kl:
             with torch.no_grad():
-                tensors["ref_logp"] = forward_rows(self.policy, tensors, self.cfg.run.micro_batch_size, reference=True,
-                                                   **self.forward_kwargs()).logp
-        return StepPlan(tensors=tensors, loss_fn=self.loss, rollout=ro, metrics=dict(ro.stats))
+                ref_logp = forward_rows(self.policy, t, self.cfg.run.micro_batch_size, reference=True,
+                                        **self.forward_kwargs()).logp
+        tensors = replace(t, advantages=advantages, token_weight=weight, ref_logp=ref_logp)
+        return StepPlan(tensors=tensors, loss_fn=self.loss, rollout=ro, metrics=ro.stats.record())
 
-    def loss(self, policy: Policy, t: dict) -> LossOutput:
+    def loss(self, policy: Policy, t: PlanTensors) -> LossOutput:
         import torch
 
-        out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True,
+        out = policy.forward(t.input_ids, t.attention_mask, positions=t.action_mask, entropy=True,
                              **self.forward_kwargs())
-        logp, mask = out.logp, t["action_mask"]
+        logp, mask = out.logp, t.action_mask
         old = logp.detach()  # one update per rollout (strategy.ppo_epochs 1): pi_old is the current policy
         is_weight = None
-        if "sample_logp" in t and self.is_cap is not None:
-            is_weight = truncated_is_weight(old, t["sample_logp"], self.is_cap)
-        loss, pg, kl, ratio = grpo_token_loss(logp, old, t["advantages"], mask, self.clip, self.beta, t.get("ref_logp"),
+        if t.sample_logp is not None and self.is_cap is not None:
+            is_weight = truncated_is_weight(old, t.sample_logp, self.is_cap)
+        loss, pg, kl, ratio = grpo_token_loss(logp, old, t.advantages, mask, self.clip, self.beta, t.ref_logp,
                                               self.cfg.strategy.loss_type, self.cfg.model.max_new_tokens,
-                                              is_weight=is_weight, episode=t["episode"], weight=t.get("token_weight"))
+                                              is_weight=is_weight, episode=t.episode, weight=t.token_weight)
         with torch.no_grad():
             clipped = ((ratio < 1 - self.clip) | (ratio > 1 + self.clip)).float()
             metrics = {"kl": None if kl is None else float(masked_mean(kl, mask)),
@@ -95,7 +91,7 @@ class GRPOStrategy:
                        "clip_frac": float(masked_mean(clipped, mask)),
                        "entropy": float(masked_mean(out.entropy, mask)),
                        "pg_loss": float(masked_mean(pg, mask))}
-            metrics.update(sampler_metrics(t.get("sample_logp"), old, mask, is_weight))
+            metrics.update(sampler_metrics(t.sample_logp, old, mask, is_weight))
         return LossOutput(loss, metrics)
 
     @property

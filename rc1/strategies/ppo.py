@@ -24,8 +24,10 @@
 
 from __future__ import annotations
 
-from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
-from rc1.strategies.common import (ScoredRollout, collate, forward_rows, rollout_and_score, sampler_metrics,
+from dataclasses import replace
+
+from rc1.engines.contract import Batch, LossOutput, PlanTensors, Policy, StepPlan
+from rc1.strategies.common import (RolloutStrategy, ScoredRollout, collate, forward_rows, sampler_metrics,
                                    sampling_kwargs)
 from rc1.strategies.rl_math import (gae, k3_kl, masked_mean, ppo_losses, token_weights, truncated_is_weight,
                                    whiten)
@@ -33,26 +35,20 @@ from rc1.strategies.rl_math import (gae, k3_kl, masked_mean, ppo_losses, token_w
 VALUE_HEAD = "value_head"
 
 
-class PPOStrategy:
+class PPOStrategy(RolloutStrategy):
     name = "ppo"
 
     def __init__(self, cfg, reward_model):
-        s = cfg.strategy
-        self.cfg = cfg
-        self.reward_model = reward_model
-        self.group_size = s.num_generations
+        super().__init__(cfg, reward_model)
         self.clip = cfg.engine.clip_coef
-        self.kl_coef = s.kl_coef
-        self.policy: Policy | None = None
+        self.kl_coef = cfg.strategy.kl_coef
         self.value_head = None
-        self.is_cap: float | None = None
 
     def attach(self, policy: Policy) -> None:
         import torch
 
-        self.policy = policy
+        super().attach(policy)
         policy.use_reference()
-        self.is_cap = self.cfg.strategy.importance_sampling_cap if policy.sampler_differs else None
         hidden = policy.hidden_size
         head = torch.nn.Linear(hidden, 1)
         torch.nn.init.normal_(head.weight, std=1.0 / (hidden + 1) ** 0.5)
@@ -62,16 +58,14 @@ class PPOStrategy:
     def values(self, hidden):
         return self.value_head(hidden).squeeze(-1)
 
-    def rollout(self, batch: Batch) -> ScoredRollout:
-        return rollout_and_score(self.policy, self.reward_model, batch, self.group_size)
-
     def plan(self, batch: Batch, ro: ScoredRollout) -> StepPlan:
         import torch
 
         s = self.cfg.strategy
         kw = sampling_kwargs(self.cfg)
         t = collate(self.policy, ro.episodes)
-        mask, episode = t["action_mask"], t["episode"]
+        mask, episode = t.action_mask, t.episode
+        is_weight = None
         with torch.no_grad():
             micro = self.cfg.run.micro_batch_size
             cur = forward_rows(self.policy, t, micro, hidden=True, **kw)
@@ -91,39 +85,39 @@ class PPOStrategy:
             scale = self.policy.to_device(torch.tensor(ro.advantage_scales, dtype=torch.float32))[episode]
             adv = whiten(adv, mask) * scale.unsqueeze(1)
             ref_kl = float(masked_mean(k3_kl(old_logp, ref), mask))
-            if "sample_logp" in t and self.is_cap is not None:
-                t["is_weight"] = truncated_is_weight(old_logp, t["sample_logp"], self.is_cap)
+            if t.sample_logp is not None and self.is_cap is not None:
+                is_weight = truncated_is_weight(old_logp, t.sample_logp, self.is_cap)
         # token means over the whole plan (rc1.engines.microbatch: micro-batches of its rows sum to its loss)
-        t.update(old_logp=old_logp, old_values=old_values, advantages=adv, returns=returns, ref_logp=ref,
-                 token_weight=token_weights(mask))
+        t = replace(t, old_logp=old_logp, old_values=old_values, advantages=adv, returns=returns, ref_logp=ref,
+                    is_weight=is_weight, token_weight=token_weights(mask))
         return StepPlan(tensors=t, loss_fn=self.loss, epochs=s.ppo_epochs, rollout=ro,
-                        metrics={**ro.stats, "kl_coef": self.kl_coef, "rollout_kl": ref_kl})
+                        metrics={**ro.stats.record(), "kl_coef": self.kl_coef, "rollout_kl": ref_kl})
 
-    def loss(self, policy: Policy, t: dict) -> LossOutput:
+    def loss(self, policy: Policy, t: PlanTensors) -> LossOutput:
         import torch
 
         s = self.cfg.strategy
-        out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], hidden=True,
+        out = policy.forward(t.input_ids, t.attention_mask, positions=t.action_mask, hidden=True,
                              entropy="grad" if s.entropy_coef else True, **sampling_kwargs(self.cfg))
-        logp, mask = out.logp, t["action_mask"]
+        logp, mask = out.logp, t.action_mask
         values = self.values(out.hidden)
-        loss, pg, vf, ratio = ppo_losses(logp, t["old_logp"], t["advantages"], values, t["old_values"], t["returns"],
+        loss, pg, vf, ratio = ppo_losses(logp, t.old_logp, t.advantages, values, t.old_values, t.returns,
                                          mask, clip=self.clip, cliprange_value=s.cliprange_value, vf_coef=s.vf_coef,
-                                         is_weight=t.get("is_weight"), weight=t.get("token_weight"))
+                                         is_weight=t.is_weight, weight=t.token_weight)
         ent = out.entropy
         if s.entropy_coef:  # the plan's token mean (tensors without token_weight are a whole plan)
-            w = t.get("token_weight")
+            w = t.token_weight
             loss = loss - s.entropy_coef * (masked_mean(ent, mask) if w is None else (ent * w).sum())
         with torch.no_grad():
             lp = logp.detach()
             clipped = ((ratio < 1 - self.clip) | (ratio > 1 + self.clip)).float()
-            metrics = {"kl": float(masked_mean(k3_kl(lp, t["ref_logp"]), mask)),
-                       "policy_kl": float(masked_mean(k3_kl(t["old_logp"], lp), mask)),
+            metrics = {"kl": float(masked_mean(k3_kl(lp, t.ref_logp), mask)),
+                       "policy_kl": float(masked_mean(k3_kl(t.old_logp, lp), mask)),
                        "ratio": float(masked_mean(ratio, mask)),
                        "clip_frac": float(masked_mean(clipped, mask)), "entropy": float(masked_mean(ent.detach(), mask)),
                        "pg_loss": float(masked_mean(pg, mask)), "vf_loss": float(masked_mean(vf, mask)),
                        "value_mean": float(masked_mean(values.detach(), mask))}
-            metrics.update(sampler_metrics(t.get("sample_logp"), t["old_logp"], mask, t.get("is_weight")))
+            metrics.update(sampler_metrics(t.sample_logp, t.old_logp, mask, t.is_weight))
         return LossOutput(loss, metrics)
 
     def set_kl_coef(self, value: float) -> None:

@@ -7,9 +7,10 @@ is the mean negative log-likelihood of those answer tokens. No rollouts, no rewa
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import replace
 
-from rc1.engines.contract import Batch, LossOutput, Policy, StepPlan
+from rc1.engines.contract import Batch, LossOutput, PlanTensors, Policy, StepPlan
+from rc1.envs.episode import TurnSample
 from rc1.strategies.common import collate
 from rc1.strategies.rl_math import masked_mean, token_weights
 
@@ -40,7 +41,7 @@ class SFTStrategy:
         prompt = fmt.prompt_ids(episode_messages(item))
         eos = self.policy.tokenizer.eos_token_id
         answer = fmt.encode(f"ANSWER: {item['answer']}") + [min(fmt.eos_ids) if eos is None else eos]
-        return SimpleNamespace(input_ids=prompt + answer, action_mask=[0] * len(prompt) + [1] * len(answer))
+        return TurnSample(input_ids=prompt + answer, action_mask=[0] * len(prompt) + [1] * len(answer))
 
     def rollout(self, batch: Batch) -> None:
         return None  # SFT learns from gold answers: no rollouts
@@ -48,17 +49,17 @@ class SFTStrategy:
     def plan(self, batch: Batch, rollout: None = None) -> StepPlan:
         examples = [self.example(it) for it in batch.items]
         n = len(examples)
-        tensors = collate(self.policy, examples)
-        tensors["token_weight"] = token_weights(tensors["action_mask"])  # the whole plan's token mean
+        t = collate(self.policy, examples)
+        tensors = replace(t, token_weight=token_weights(t.action_mask))  # the whole plan's token mean
         return StepPlan(tensors=tensors, loss_fn=self.loss,
                         metrics={"completion_len": sum(sum(e.action_mask) for e in examples) / n, "reward": None})
 
-    def loss(self, policy: Policy, t: dict) -> LossOutput:
+    def loss(self, policy: Policy, t: PlanTensors) -> LossOutput:
         import torch
 
-        out = policy.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], entropy=True)
-        mask = t["action_mask"]
-        w = t.get("token_weight")  # this micro-batch's share of the plan's token mean (absent: a whole plan)
+        out = policy.forward(t.input_ids, t.attention_mask, positions=t.action_mask, entropy=True)
+        mask = t.action_mask
+        w = t.token_weight  # this micro-batch's share of the plan's token mean (absent: a whole plan)
         loss = masked_mean(-out.logp, mask) if w is None else (-out.logp * w).sum()
         with torch.no_grad():
             metrics = {"kl": None, "ratio": None, "clip_frac": 0.0, "entropy": float(masked_mean(out.entropy, mask)),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rc1.config import registry
 from rc1.config.load import config_hash, write_effective_config
+from rc1.engines.contract import Callback, Engine
 from rc1.runtime import checkpoint as ckpt
 from rc1.runtime.atomic import append_line, atomic_write_json
 from rc1.runtime.errors import ConfigError
@@ -70,7 +71,12 @@ def read_training_end(ws, cfg=None, seed_index: int = 0) -> dict | None:
 
 
 class RecipeBase:
-    """Setup, stop requests, callbacks, monitors and the end record; subclasses own the loop."""
+    """Setup, stop requests, callbacks, monitors and the end record; subclasses own the loop. A recipe is the
+    `Trainer` its callbacks see (rc1.engines.contract)."""
+
+    saves_on_schedule = True     # the checkpoint callback saves every run.save_steps (TRL: its own schedule)
+    engine: Engine               # built by setup_run
+    callbacks: list[Callback]
 
     def __init__(self, ws, cfg, *, config_path: str | None = None, resume: str | None = None,
                  resume_fallback: bool = False, max_steps: int | None = None, model_loader=None,
@@ -101,6 +107,7 @@ class RecipeBase:
         self.stop_detail: str | None = None     # the stop's sentence (judge budget, judge fault), in the end record
         self.fault: Exception | None = None     # raised once the run has checkpointed and stopped (stop_after_fault)
         self.judge = None                       # rc1.judge.live.TrainingJudge when the judge scores dimensions
+        self.judge_global: dict = {}            # the judge totals over every rank, as of the last step (data parallel)
         self.pending_stop: str | None = None    # a stop signal this process received, not yet agreed on
         self.iteration_steps = 1                # micro-steps the last iteration advanced `step` by
         self.last_saved_step: int | None = None
@@ -114,11 +121,12 @@ class RecipeBase:
 
     # ------------------------------------------------------------------ setup
     def setup_run(self) -> None:
-        """Seeds, determinism, fingerprints, data, sampler, reward model, callbacks (before the engine)."""
+        """Seeds, determinism, fingerprints, data, sampler, reward model, callbacks, then the engine (set up)."""
         import numpy as np
         import torch
 
         from rc1.callbacks.base import build_callbacks
+        from rc1.engines.base import engine_class
         from rc1.training.sampler import load_training_items, make_sampler
 
         cfg, ws = self.cfg, self.ws
@@ -147,8 +155,11 @@ class RecipeBase:
             from rc1.rewards.reward import RewardModel
 
             self.reward_model = RewardModel.for_training(cfg, ws, f"{cfg.run.name}-s{self.seed_index}-r{self.dist.rank}")
-        self.judge = getattr(self.reward_model, "judge", None)
+        self.judge = self.reward_model.judge
         self.callbacks = build_callbacks(cfg.callbacks)
+        self.engine = engine_class(cfg.engine.name)(ws, reward_model=self.reward_model, model_loader=self.model_loader,
+                                                    dist=self.dist)
+        self.engine.setup(cfg)
 
     def stop_for_judge_budget(self, record: dict) -> None:
         """Stop after this step when the run's judge calls (every rank's: the merged record's totals, the same on
@@ -274,22 +285,24 @@ class RecipeBase:
         log.info("training ended at step %d/%d: %s", self.step, self.max_steps, reason)
         return doc
 
-    def zero_signal_guard(self, stats: dict, groups: int, group_size: int) -> dict:
+    def zero_signal_guard(self, *, groups: int, group_size: int, success: float, truncated: float, reward: float,
+                          zero_var_groups: float, pass_at_k: float | None = None,
+                          no_success_signal_groups: float | None = None) -> dict:
         """Step-0 record of whether the run can learn at all: pass rate, truncation, zero-variance groups.
         (The learning-signal gate refuses such a run before training; this records what step 0 saw.)"""
-        report = {"step": 0, "base_pass_rate": stats["success"], "pass_at_k": stats.get("pass_at_k"),
-                  "truncation_rate": stats["truncated"], "zero_variance_group_frac": stats["zero_var_groups"],
-                  "no_success_signal_group_frac": stats.get("no_success_signal_groups"),
-                  "groups": groups, "group_size": group_size, "reward_mean": stats["reward"], "warnings": []}
+        report = {"step": 0, "base_pass_rate": success, "pass_at_k": pass_at_k,
+                  "truncation_rate": truncated, "zero_variance_group_frac": zero_var_groups,
+                  "no_success_signal_group_frac": no_success_signal_groups,
+                  "groups": groups, "group_size": group_size, "reward_mean": reward, "warnings": []}
         w = report["warnings"]
-        if stats["zero_var_groups"] >= 1.0:
+        if zero_var_groups >= 1.0:
             w.append("every rollout group has zero reward variance: group-relative advantages are all 0, "
                      "the policy gets no learning signal")
-        if stats["success"] == 0.0:
+        if success == 0.0:
             w.append("base pass rate is 0: no rollout solved its task, so only the shaping dimensions carry signal")
-        if stats["truncated"] >= ZERO_SIGNAL_TRUNCATION_WARN:
-            w.append(f"{stats['truncated']:.0%} of rollouts hit max_new_tokens (raise model.max_new_tokens)")
-        report["could_learn"] = stats["zero_var_groups"] < 1.0 and stats["success"] > 0.0
+        if truncated >= ZERO_SIGNAL_TRUNCATION_WARN:
+            w.append(f"{truncated:.0%} of rollouts hit max_new_tokens (raise model.max_new_tokens)")
+        report["could_learn"] = zero_var_groups < 1.0 and success > 0.0
         if not self.dist.is_main:
             return report
         path = atomic_write_json(self.ws.path(ZERO_SIGNAL_FILE), report)

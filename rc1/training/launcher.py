@@ -213,7 +213,7 @@ def _after_signal(ws, cfg, seed_index: int, sigval, started: float) -> int:
     from rc1.training.base import read_training_end
 
     end = read_training_end(ws, cfg, seed_index)
-    name = getattr(sigval, "name", str(sigval))
+    name = getattr(sigval, "name", str(sigval))  # torch's elastic agent passes a signal.Signals or a number
     if end is not None and _iso_to_epoch(end.get("time")) >= started - 1:
         print(f"training stopped on {name} at step {end.get('step')} ({end.get('reason')}); latest checkpoint "
               f"{end.get('checkpoint')}", file=sys.stderr)

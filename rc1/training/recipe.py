@@ -47,7 +47,7 @@ import logging
 import time
 from pathlib import Path
 
-from rc1.engines.contract import Batch, StepPlan
+from rc1.engines.contract import Batch, StepEngine, StepPlan, Strategy
 from rc1.runtime import checkpoint as ckpt
 from rc1.judge.live import JudgeFault
 from rc1.envs.verifiers import VerifierError
@@ -58,26 +58,21 @@ from rc1.training.base import RecipeBase, rollout_seed
 from rc1.runtime.distributed import merge_records, rank_info
 
 log = logging.getLogger("rc1.train")
-# A step's headline rollout figures: from the prompts as drawn, before dynamic sampling replaced its groups
-# without a correctness signal (the filtered batch's figures are logged beside them as resampled/...).
-HEADLINE_STATS = ("reward", "reward_std", "success", "pass_at_k", "truncated", "zero_var_groups",
-                  "no_success_signal_groups")
 FEEDBACK_MAIN = 1 << 30  # order of a micro-step's own groups' feedback: after its redraws' (numbered 1, 2, ...)
 
 
 class TrainingRecipe(RecipeBase):
     """Train a policy with the pure_pt engine and the strategy named in the config. See the module docstring."""
 
+    engine: StepEngine
+    strategy: Strategy
+
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
-        from rc1.engines.base import engine_class
         from rc1.strategies.base import strategy_class
 
         cfg = self.cfg
         self.setup_run()
-        self.engine = engine_class(cfg.engine.name)(self.ws, reward_model=self.reward_model,
-                                                    model_loader=self.model_loader, dist=self.dist)
-        self.engine.setup(cfg)
         self.strategy = strategy_class(cfg.strategy.name)(cfg, self.reward_model)
         self.strategy.attach(self.engine.policy())
         self.accum_position = 0          # micro-steps (all ranks) back-propagated in the open accumulation window
@@ -105,9 +100,10 @@ class TrainingRecipe(RecipeBase):
             engine_state[ckpt.KEY_WEIGHTS] = load_file(str(path / weights_file))
         self.engine.load_state_dict(engine_state)
         self.strategy.load_state_dict(state[ckpt.KEY_STRATEGY])
+        saved = state.get(ckpt.KEY_CALLBACKS, {})
         for cb in self.callbacks:
-            if hasattr(cb, "load_state_dict") and type(cb).__name__ in state.get(ckpt.KEY_CALLBACKS, {}):
-                cb.load_state_dict(state[ckpt.KEY_CALLBACKS][type(cb).__name__])
+            if type(cb).__name__ in saved:
+                cb.load_state_dict(saved[type(cb).__name__])
         recipe_state = state.get(ckpt.KEY_RECIPE, {})
         if self.judge is not None and self.dist.is_main:  # the run's totals restart on rank 0; the others add theirs
             self.judge.load_state_dict(recipe_state.get("judge", {}))
@@ -181,7 +177,11 @@ class TrainingRecipe(RecipeBase):
             if self.judge is not None:
                 record.update(self.judge.step_figures())
             if batch.step == 0 and rollout is not None and self.resumed_from is None:
-                self.zero_signal_guard(rollout.stats, len(rollout.rewards) // rollout.group_size, rollout.group_size)
+                st = rollout.stats
+                self.zero_signal_guard(groups=len(rollout.rewards) // rollout.group_size, group_size=rollout.group_size,
+                                       success=st.success, truncated=st.truncated, reward=st.reward,
+                                       zero_var_groups=st.zero_var_groups, pass_at_k=st.pass_at_k,
+                                       no_success_signal_groups=st.no_success_signal_groups)
             closes_window = self.accum_position + n >= accum
             self.spans.restart()
             record.update(self.engine.backward(plan, scale=self.backward_scale(plan, accum), sync=closes_window))
@@ -193,8 +193,8 @@ class TrainingRecipe(RecipeBase):
                 self.feedback += [(batch.step, FEEDBACK_MAIN, item_id, rate)
                                   for item_id, rate in drawn.group_success().items()]
                 if drawn is not rollout:  # the headline figures are the drawn batch's, not the filtered one's
-                    record.update({f"resampled/{k}": v for k, v in rollout.stats.items() if k in HEADLINE_STATS})
-                    record.update({k: v for k, v in drawn.stats.items() if k in HEADLINE_STATS})
+                    record.update({f"resampled/{k}": v for k, v in rollout.stats.headline().items()})
+                    record.update(drawn.stats.headline())
             if closes_window:
                 record.update(self.close_window(accum))
                 self.spans.lap("optimizer")  # clip + optimizer step (+ the plans' further epochs)
@@ -222,7 +222,7 @@ class TrainingRecipe(RecipeBase):
         if self.judge is None:
             return {}
         if self.dist.distributed:
-            return {**self.judge.state_dict(), **getattr(self, "judge_global", {})}
+            return {**self.judge.state_dict(), **self.judge_global}
         return self.judge.state_dict()
 
     def step_snapshot(self):
@@ -293,8 +293,7 @@ class TrainingRecipe(RecipeBase):
         scale = self.dist.world_size / accum
         if not self.window_token_mean:
             return scale
-        mask = plan.tensors.get("action_mask")
-        tokens = float(mask.sum()) if mask is not None else 0.0
+        tokens = float(plan.tensors.action_mask.sum()) if plan.tensors is not None else 0.0
         self.window_tokens += tokens
         return scale * tokens / self.token_reference
 
@@ -373,8 +372,8 @@ class TrainingRecipe(RecipeBase):
             ckpt.KEY_STRATEGY: self.strategy.state_dict(),
             ckpt.KEY_RNG: rngs[0],
             ckpt.KEY_RNG_PER_RANK: rngs if self.dist.distributed else None,
-            ckpt.KEY_CALLBACKS: {type(cb).__name__: cb.state_dict() for cb in self.callbacks
-                                 if hasattr(cb, "state_dict")},
+            ckpt.KEY_CALLBACKS: {type(cb).__name__: cb_state for cb in self.callbacks
+                                 if (cb_state := cb.state_dict()) is not None},
             ckpt.KEY_RECIPE: {ckpt.KEY_ACCUM_POSITION: self.accum_position, "monitors": self.monitor_state(),
                               "feedback": list(self.feedback), "window_kls": list(self.window_kls),
                               "window_tokens": self.window_tokens,

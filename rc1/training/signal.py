@@ -2,7 +2,7 @@
 it out: the training sampler draws the prompts, the training generation settings sample
 `num_generations` episodes per prompt, the training reward scores them.
 
-Measured (rc1.strategies.common.rollout_stats, the same function the training metrics use):
+Measured (rc1.engines.contract.RolloutStats, the statistics the training metrics use):
   pass rate        fraction of episodes verified correct
   pass@k           fraction of prompts with at least one correct episode among k = num_generations
   truncation rate  fraction of episodes cut by max_new_tokens / the turn limit / max_length
@@ -59,7 +59,7 @@ def measure(ws, cfg, *, prompts: int, progress=None) -> dict:
     """Roll out the base policy on `prompts` training prompts and write the report (see the module docstring)."""
     from rc1.generation import SamplingParams, base_ref, open_sampler
     from rc1.rewards.reward import RewardModel
-    from rc1.strategies.common import rollout_stats, score_rollout
+    from rc1.strategies.common import score_rollout
     from rc1.training.base import rollout_seed
     from rc1.training.sampler import load_training_items, make_sampler
 
@@ -93,7 +93,7 @@ def measure(ws, cfg, *, prompts: int, progress=None) -> dict:
         generator.close()
     seconds = time.perf_counter() - t0
     ro = score_rollout(items, episodes, reward, G)
-    stats = rollout_stats(ro)
+    stats = ro.stats
     by_task: dict[str, list] = defaultdict(list)
     by_bucket: dict[str, list] = defaultdict(list)
     for it, s, ep in zip(items, ro.successes, ro.episodes):
@@ -106,10 +106,10 @@ def measure(ws, cfg, *, prompts: int, progress=None) -> dict:
     report = {
         "version": REPORT_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "identity": ident, "settings": settings, "prompts": len(items) // G, "group_size": G,
-        "episodes": len(items), "pass_rate": stats["success"], "pass_at_k": stats["pass_at_k"],
-        "truncation_rate": stats["truncated"], "zero_variance_group_frac": stats["zero_var_groups"],
-        "no_success_signal_group_frac": stats["no_success_signal_groups"],
-        "completion_len": stats["completion_len"], "reward_mean": stats["reward"],
+        "episodes": len(items), "pass_rate": stats.success, "pass_at_k": stats.pass_at_k,
+        "truncation_rate": stats.truncated, "zero_variance_group_frac": stats.zero_var_groups,
+        "no_success_signal_group_frac": stats.no_success_signal_groups,
+        "completion_len": stats.completion_len, "reward_mean": stats.reward,
         "by_task": {k: part(v) for k, v in sorted(by_task.items())},
         "by_bucket": {k: part(v) for k, v in sorted(by_bucket.items())},
         "item_pass_rates": ro.group_success(), "seconds": round(seconds, 2),

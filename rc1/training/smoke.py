@@ -63,6 +63,7 @@ class TieBreakReward:
     def __init__(self, inner):
         self.inner = inner
         self.cfg = inner.cfg
+        self.judge = None  # no judge bookkeeping (budgets, totals) in the smoke: the inner model grades on its own
         self.calls = 0
 
     def score(self, item, episode):
@@ -214,6 +215,7 @@ def _quiet(tmp: Workspace):
 
 
 def _step(tmp: Workspace, cfg, scfg, config: str, steps: int) -> SmokeReport:
+    from rc1.engines.contract import StepEngine
     from rc1.engines.pure_pt import default_model_loader
     from rc1.models.loader import trained_method
     from rc1.rewards.reward import RewardModel
@@ -240,7 +242,7 @@ def _step(tmp: Workspace, cfg, scfg, config: str, steps: int) -> SmokeReport:
     records = [json.loads(x) for x in tmp.metrics_path.read_text().splitlines()] if tmp.metrics_path.exists() else []
     after = [p.detach() for p in engine.model.parameters() if p.requires_grad]
     check_step(config, reason, recipe.step, steps, records, before, after)
-    updates = getattr(engine, "updates", None)
+    updates = engine.updates if isinstance(engine, StepEngine) else None  # a TRL step is already an update
     last = records[-1]
     return SmokeReport(config, _describe(cfg, engine, trained_method(engine.model), template_source, steps, updates,
                                          end, last))
@@ -267,7 +269,7 @@ def _describe(cfg, engine, method, template_source, steps, updates, end, last) -
     s, run = cfg.strategy, cfg.run
     here = engine.device.type
     first = run.device_pref[0]
-    precision = getattr(engine, "precision", "?")
+    precision = engine.precision
     lines = [f"model: {SMOKE_MODEL} in place of {cfg.model.base}; chat template: {template_source}"]
     window = f"gradient_accumulation {run.gradient_accumulation}"
     if registry.ENGINES[cfg.engine.name].step_is_update:
@@ -288,7 +290,7 @@ def _describe(cfg, engine, method, template_source, steps, updates, end, last) -
         lines.append(f"multi_turn: {s.multi_turn} -> {resolve_multi_turn(s.multi_turn, fmt)} with this template "
                      f"(it {'rewrites' if fmt.rewrites_history else 'keeps'} history"
                      f"{', opens <think>' if fmt.starts_in_think else ''})")
-    differs = getattr(engine, "sampler_differs", False)
+    differs = engine.sampler_differs
     lines.append(f"sampling: temperature {cfg.model.temperature}, top_p {cfg.model.top_p}; sampler numerics "
                  + (f"differ (bf16 copy): importance_sampling_cap {s.importance_sampling_cap}" if differs
                     else "= trainer's"))

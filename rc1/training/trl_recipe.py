@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from rc1.config.schema import REWARD_DIMENSIONS
-from rc1.engines.trl_engine import TRLHooks
+from rc1.engines.trl_engine import TRLEngine, TRLHooks
 from rc1.runtime import checkpoint as ckpt
 from rc1.runtime.device import memory_used_mb
 from rc1.training.base import RecipeBase
@@ -37,17 +37,14 @@ HF_SCRATCH = ".hf_scratch"
 class TRLRecipe(RecipeBase):
     saves_on_schedule = False   # TRL schedules the saves (same save_steps); on_save publishes them
     can_checkpoint_now = False
+    engine: TRLEngine
 
     def setup(self) -> None:
-        from rc1.engines.base import engine_class
         from rc1.envs.env import episode_messages
         from rc1.training.sampler import make_sampler
 
         cfg = self.cfg
         self.setup_run()
-        self.engine = engine_class(cfg.engine.name)(self.ws, reward_model=self.reward_model,
-                                                    model_loader=self.model_loader, dist=self.dist)
-        self.engine.setup(cfg)
         accum, P = cfg.run.gradient_accumulation, cfg.strategy.prompts_per_step
         # The whole prompt sequence, drawn up front from a fresh sampler: the same on every (re)start.
         sampler = make_sampler(cfg, *self.sampler_sources)  # the curriculum cannot move: TRL draws up front
@@ -122,15 +119,19 @@ class TRLRecipe(RecipeBase):
                     record[k] = sum(p[k] for p in parts) / n
             record["zero_var_groups"] = logs.get("frac_reward_zero_std")
             if step == 1 and self.resumed_from is None:
-                stats = {"success": record["success"], "truncated": record["truncated"],
-                         "zero_var_groups": record["zero_var_groups"] or 0.0, "reward": record["reward"]}
                 G = cfg.strategy.num_generations
-                self.zero_signal_guard(stats, n // G, G)
+                self.zero_signal_guard(groups=n // G, group_size=G, success=record["success"],
+                                       truncated=record["truncated"], reward=record["reward"],
+                                       zero_var_groups=record["zero_var_groups"] or 0.0)
         self.step = step
         self.steps_this_process += 1
         self.watch(record)
         self.control_kl([record["kl"]])  # a TRL step is an optimizer step; TRL owns its KL coefficient
         self.on_step_end(record)
+
+    def save_checkpoint(self, reason: str = "scheduled") -> Path:
+        """Never called (saves_on_schedule and can_checkpoint_now are False): TRL's own saves are published."""
+        raise RuntimeError("a trl run checkpoints on TRL's schedule (publish_checkpoint), not on request")
 
     def publish_checkpoint(self, hf_dir: Path, step: int) -> None:
         """TRL's checkpoint-N directory -> an atomic rc1 checkpoint (same files + meta + manifest), by rank 0

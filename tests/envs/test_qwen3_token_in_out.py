@@ -104,7 +104,7 @@ def test_concat_turns_train_exactly_the_generated_tokens(tok):
     assert ep.samples == [] and len(ep.training_samples()) == 1
     # the training row's action positions hold the generated ids, in order; nothing else is an action
     t = collate(CPUPolicy(tokenizer=tok), [ep])
-    row, act = t["input_ids"][0, 1:], t["action_mask"][0] > 0
+    row, act = t.input_ids[0, 1:], t.action_mask[0] > 0
     assert row[act].tolist() == gen[0] + gen[1] + gen[2]
     # tool results and the user/assistant scaffolding the environment inserted are masked out
     env_text = tok.decode(row[~act][ep.prompt_len - 1:].tolist(), skip_special_tokens=False)
@@ -142,9 +142,9 @@ def test_split_turns_train_each_turn_on_the_exact_prompt_it_was_generated_from(t
     assert REASONING_1 not in later and "TOOL: wiki river Paris" in later and "RESULT (calc): 42" in later
     # the training rows are the samples, each mapped to its episode; actions = the generated ids
     t = collate(CPUPolicy(tokenizer=tok), [ep, ep])
-    assert t["episode"].tolist() == [0, 0, 0, 1, 1, 1]
+    assert t.episode.tolist() == [0, 0, 0, 1, 1, 1]
     for r in range(3):
-        assert t["input_ids"][r, 1:][t["action_mask"][r] > 0].tolist() == gen[r]
+        assert t.input_ids[r, 1:][t.action_mask[r] > 0].tolist() == gen[r]
     # the conversation record still lists every generated token once, in order
     assert [x for x, m in zip(ep.input_ids, ep.action_mask) if m] == gen[0] + gen[1] + gen[2]
     assert ep.model_text.startswith("<think>\n" + REASONING_1)  # the think block the template opened

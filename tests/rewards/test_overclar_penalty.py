@@ -5,7 +5,8 @@ import pytest
 from rc1.config.schema import RewardSection
 from rc1.rewards.penalties import difficulty_factor, overclar_penalty
 from rc1.rewards.penalty_check import overclar_penalty_cases
-from rc1.rewards.reward import RewardModel, ScoredEpisode
+from rc1.envs.episode import EpisodeOutcome
+from rc1.rewards.reward import RewardModel
 
 ALPHA, CAP = 0.07, 3
 
@@ -32,8 +33,8 @@ def test_in_process_check_passes_and_catches_a_broken_penalty(monkeypatch):
 
 
 def _episode(clar):
-    return ScoredEpisode(item_id="x", task="strategyqa", final_answer="yes", turns=1 + clar, tool_hops=0,
-                         clarifications=clar, truncated=False, model_text="Because A so B.\nANSWER: yes")
+    return EpisodeOutcome(item_id="x", task="strategyqa", final_answer="yes", turns=1 + clar, tool_hops=0,
+                          clarifications=clar, truncated=False, model_text="Because A so B.\nANSWER: yes")
 
 
 def test_reward_model_applies_penalty_and_bonus():

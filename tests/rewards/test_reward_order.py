@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from rc1.config.load import load_train_config
 from rc1.config.schema import REWARD_DIMENSIONS, RewardSection
 from rc1.data.pool import BuildParams, build_pool
-from rc1.rewards.reward import RewardModel, ScoredEpisode
+from rc1.envs.episode import EpisodeOutcome
+from rc1.rewards.reward import RewardModel
 
 ROOT = Path(__file__).resolve().parents[2]
 ITEMS = build_pool(BuildParams(n=30, seed=7, templates_dir=ROOT / "templates/pack_v2", clarify_rate=0.5))
@@ -32,7 +33,7 @@ def _wrong(item: dict, k: int) -> str:
 
 
 @st.composite
-def episode(draw, item: dict, correct: bool) -> ScoredEpisode:
+def episode(draw, item: dict, correct: bool) -> EpisodeOutcome:
     answer = str(item["answer"]) if correct else _wrong(item, draw(st.integers(0, 5)))
     if item["task"] == "strategyqa":
         answer = {"true": "yes", "false": "no"}.get(answer.lower(), answer)
@@ -42,9 +43,9 @@ def episode(draw, item: dict, correct: bool) -> ScoredEpisode:
     fmt = draw(st.sampled_from(["ANSWER: {a}", "{a}", "<think>{r}</think>\nANSWER: {a}", "Final answer: {a}",
                                 "<think>{r}\nANSWER: {a}"]))
     text = f"{reasoning}\n{filler}\n" + fmt.format(a=answer, r=reasoning)
-    return ScoredEpisode(item_id=item["id"], task=item["task"], final_answer=answer,
-                         turns=draw(st.integers(1, 6)), tool_hops=draw(st.integers(0, 4)),
-                         clarifications=draw(st.integers(0, 5)), truncated=False, model_text=text)
+    return EpisodeOutcome(item_id=item["id"], task=item["task"], final_answer=answer,
+                          turns=draw(st.integers(1, 6)), tool_hops=draw(st.integers(0, 4)),
+                          clarifications=draw(st.integers(0, 5)), truncated=False, model_text=text)
 
 
 def _shipped_model() -> RewardModel:
@@ -92,15 +93,15 @@ def test_shaping_orders_answers_of_equal_correctness():
     model = _shipped_model()
     item = next(it for it in ITEMS if it["task"] == "gsm8k" and not it.get("needs_clarification"))
     gold = str(item["answer"])
-    plain = ScoredEpisode(item["id"], "gsm8k", gold, 1, 0, 0, False, f"ANSWER: {gold}")
-    over_asking = ScoredEpisode(item["id"], "gsm8k", gold, 4, 0, 3, False, f"ANSWER: {gold}")
+    plain = EpisodeOutcome(item["id"], "gsm8k", gold, 1, 0, 0, False, f"ANSWER: {gold}")
+    over_asking = EpisodeOutcome(item["id"], "gsm8k", gold, 4, 0, 3, False, f"ANSWER: {gold}")
     assert model.score(item, plain).total > model.score(item, over_asking).total > 1.0
 
 
 def test_truncated_text_holding_the_answer_is_not_correct():
     model = _shipped_model()
     item = next(it for it in ITEMS if it["task"] == "gsm8k")
-    ep = ScoredEpisode(item["id"], "gsm8k", str(item["answer"]), 1, 0, 0, True, f"... so {item['answer']}")
+    ep = EpisodeOutcome(item["id"], "gsm8k", str(item["answer"]), 1, 0, 0, True, f"... so {item['answer']}")
     b = model.score(item, ep)
     assert not b.success and b.total < 1.0
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rc1.config.load import load_train_config, verify_config_file
-from rc1.engines.contract import Batch, StepPlan
+from rc1.engines.contract import Batch, Callback, PlanTensors, StepEngine, StepPlan, Strategy, Trainer
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.workspace import Workspace
 from rc1.training.base import make_recipe, read_training_end
@@ -32,11 +32,14 @@ def test_a_strategy_hands_the_recipe_a_frozen_typed_plan(tmp_path, tiny_model_di
     batch = Batch(0, tuple(arithmetic_items(2)), 123)
     plan = recipe.strategy.plan(batch, recipe.strategy.rollout(batch))
     assert isinstance(plan, StepPlan) and plan.epochs == 1 and plan.rollout is not None
-    assert {"input_ids", "attention_mask", "action_mask", "advantages"} <= set(plan.tensors)
+    assert isinstance(plan.tensors, PlanTensors) and plan.tensors.advantages is not None
+    # the recipe, its engine, strategy and callbacks are what the contract says they are
+    assert isinstance(recipe, Trainer) and isinstance(recipe.engine, StepEngine) and isinstance(recipe.strategy, Strategy)
+    assert recipe.callbacks and all(isinstance(cb, Callback) for cb in recipe.callbacks)
     with pytest.raises(AttributeError):
         plan.epochs = 2  # frozen
     with pytest.raises(ValueError):
-        StepPlan(tensors={}, loss_fn=plan.loss_fn, epochs=0)
+        StepPlan(tensors=None, loss_fn=plan.loss_fn, epochs=0)
 
 
 def test_ppo_epochs_with_accumulation_resume_exactly(tmp_path, tiny_model_dir):
@@ -75,7 +78,7 @@ def test_a_hard_item_gets_a_larger_advantage_than_an_easy_one_with_the_same_outc
     ro.rewards = [1.0, 0.2, 0.0] * 2  # the same outcomes in both groups
     ro.successes = [True, False, False] * 2
     assert ro.advantage_scales == [0.9] * g + [1.1] * g
-    adv = recipe.strategy.plan(batch, ro).tensors["advantages"]
+    adv = recipe.strategy.plan(batch, ro).tensors.advantages
     assert torch.allclose(adv[g:], adv[:g] * 1.1 / 0.9)
     assert adv[g] > adv[0] > 0  # the correct answer to the hard item is pushed up more
 
@@ -107,7 +110,7 @@ class RisingShaping:
     """A reward whose shaping grows every call while nothing is ever solved: reward hacking in a box."""
 
     def __init__(self, inner):
-        self.inner, self.calls, self.cfg = inner, 0, inner.cfg
+        self.inner, self.calls, self.cfg, self.judge = inner, 0, inner.cfg, None
 
     def score(self, item, episode):
         b = self.inner.score(item, episode)
@@ -184,7 +187,7 @@ class FailsOnCall:
     """The task's verifier raising on the n-th scored episode (as a user's python: verifier would)."""
 
     def __init__(self, inner, n):
-        self.inner, self.n, self.calls, self.cfg = inner, n, 0, inner.cfg
+        self.inner, self.n, self.calls, self.cfg, self.judge = inner, n, 0, inner.cfg, None
 
     def score(self, item, episode):
         from rc1.envs.verifiers import VerifierError

@@ -68,7 +68,7 @@ def test_micro_batches_give_the_whole_batch_gradient(tmp_path, strategy, extra):
     recipe = _recipe(tmp_path, strategy, extra)
     engine = recipe.engine
     plan = _plan(recipe, strategy)
-    rows = plan.tensors["input_ids"].shape[0]
+    rows = plan.tensors.input_ids.shape[0]
     micro = 2 if strategy == "dpo" else 1  # the smallest micro-batch the strategy takes (DPO: one pair)
     slices = row_slices(plan.tensors, micro)
     assert len(slices) > 1 and sum(s.stop - s.start for s in slices) == rows
@@ -89,8 +89,8 @@ def test_micro_batches_give_the_whole_batch_gradient(tmp_path, strategy, extra):
     recipe.cfg.run.micro_batch_size = micro
     cut = _plan(recipe, strategy)
     for key in ("ref_logp", "old_logp", "old_values", "advantages", "token_weight"):
-        if key in plan.tensors:
-            torch.testing.assert_close(cut.tensors[key], plan.tensors[key], rtol=1e-4, atol=1e-5)
+        if getattr(plan.tensors, key) is not None:
+            torch.testing.assert_close(getattr(cut.tensors, key), getattr(plan.tensors, key), rtol=1e-4, atol=1e-5)
 
 
 def test_dpo_micro_batches_never_cut_a_pair(tmp_path):
@@ -98,7 +98,7 @@ def test_dpo_micro_batches_never_cut_a_pair(tmp_path):
     plan = _plan(recipe, "dpo")
     t = plan.tensors
     for s in row_slices(t, 2):
-        eps = t["episode"][s]
+        eps = t.episode[s]
         assert eps.numel() and int(eps[0]) % 2 == 0 and int(eps[-1]) % 2 == 1  # chosen ... its rejected partner
 
 
@@ -155,7 +155,7 @@ def test_token_loss_is_a_token_mean_over_the_accumulation_window(tmp_path):
         eps = _episodes(tok, item, scripts)
         ro = score_rollout([item] * 4, eps, recipe.reward_model, group_size=4)
         plans.append(recipe.strategy.plan(Batch(0, (item,), 1), ro))
-    n1, n2 = (float(p.tensors["action_mask"].sum()) for p in plans)
+    n1, n2 = (float(p.tensors.action_mask.sum()) for p in plans)
     assert n1 != n2
     singles = []
     for p in plans:  # each plan's own token-mean gradient

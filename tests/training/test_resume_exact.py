@@ -7,6 +7,7 @@ import json
 import pytest
 from safetensors.torch import load_file
 
+from rc1.callbacks.base import BaseCallback
 from rc1.config.load import load_train_config
 from rc1.training.base import make_recipe
 from rc1.runtime.checkpoint import read_latest
@@ -14,21 +15,15 @@ from rc1.runtime.workspace import Workspace
 from tests.helpers.workspace import make_workspace
 
 
-class StopAt:
+class StopAt(BaseCallback):
     """Stops the run after `k` steps, exactly as SIGTERM / `rc1 stop` would."""
 
     def __init__(self, k):
         self.k = k
 
-    def on_train_start(self, recipe):
-        pass
-
-    def on_step_end(self, recipe, record):
-        if recipe.step == self.k:
-            recipe.request_stop("operator")
-
-    def on_train_end(self, recipe):
-        pass
+    def on_step_end(self, trainer, record):
+        if trainer.step == self.k:
+            trainer.request_stop("operator")
 
 
 def run(ws: Workspace, config, *, resume=None, stop_at=None):

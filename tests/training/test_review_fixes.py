@@ -115,15 +115,15 @@ def test_pass_at_k_counts_groups_with_any_success():
     from types import SimpleNamespace
 
     from rc1.config.schema import REWARD_DIMENSIONS
-    from rc1.strategies.common import ScoredRollout, rollout_stats
+    from rc1.engines.contract import ScoredRollout
 
     ep = SimpleNamespace(action_mask=[0, 1, 1], truncated=False, turns=1, tool_hops=0, clarifications=0)
     successes = [True, False, False, False, False, True]  # groups of 2: hit, miss, hit
     ro = ScoredRollout([{"id": str(i // 2)} for i in range(6)], [ep] * 6, [float(x) for x in successes], successes,
                        [{d: 0.0 for d in REWARD_DIMENSIONS}] * 6, 2)
-    stats = rollout_stats(ro)
-    assert stats["pass_at_k"] == pytest.approx(2 / 3) and stats["success"] == pytest.approx(2 / 6)
-    assert stats["no_success_signal_groups"] == pytest.approx(1 / 3) and stats["completion_tokens"] == 12
+    stats = ro.stats
+    assert stats.pass_at_k == pytest.approx(2 / 3) and stats.success == pytest.approx(2 / 6)
+    assert stats.no_success_signal_groups == pytest.approx(1 / 3) and stats.completion_tokens == 12
 
 
 def test_the_sft_loss_is_the_token_mean_nll_of_the_answer(tmp_path):
@@ -165,25 +165,26 @@ class _FixedPolicy:
 
 def test_the_ppo_plan_by_hand():
     """k1 penalty per token, the reward on the last action token, GAE (gamma = lambda = 1), whitening, x scale."""
-    from types import SimpleNamespace
-
-    from rc1.config.schema import TrainConfig
+    from rc1.config.schema import REWARD_DIMENSIONS, TrainConfig
     from rc1.engines.contract import Batch, ScoredRollout
+    from rc1.envs.episode import Episode
     from rc1.strategies.ppo import PPOStrategy
 
     cfg = TrainConfig.model_validate({"strategy": {"name": "ppo", "kl_coef": 0.1, "gamma": 1.0, "gae_lambda": 1.0,
                                                    "num_generations": 2}})
     s = PPOStrategy(cfg, None)
     s.attach(_FixedPolicy(torch.tensor([[0.0, -1.0, -2.0]]), torch.tensor([[0.0, -1.5, -1.0]])))
-    ep = SimpleNamespace(input_ids=[5, 6, 7, 8], action_mask=[0, 0, 1, 1])  # shifted action mask [0, 1, 1]
-    ro = ScoredRollout([{"id": "a"}], [ep], [1.0], [True], [{}], 1, advantage_scales=[1.2])
+    ep = Episode("a", "gsm8k", None, 1, 0, 0, False, "", input_ids=[5, 6, 7, 8],
+                 action_mask=[0, 0, 1, 1])  # shifted action mask [0, 1, 1]
+    ro = ScoredRollout([{"id": "a"}], [ep], [1.0], [True], [{d: 0.0 for d in REWARD_DIMENSIONS}], 1,
+                       advantage_scales=[1.2])
     t = s.plan(Batch(0, ({"id": "a"},), 1), ro).tensors
     # k1 = logp - ref = [0, 0.5, -1.0]; token rewards -0.1 x k1 = [0, -0.05, 0.1], + reward 1 on the last: 1.1
     # values 0: A_2 = 1.1, A_1 = -0.05 + A_2 = 1.05; returns = A + V = [1.05, 1.1]
-    assert t["returns"][0].tolist() == pytest.approx([0.0, 1.05, 1.1])
+    assert t.returns[0].tolist() == pytest.approx([0.0, 1.05, 1.1])
     # whitened over the two action tokens: mean 1.075, std 0.025 -> [-1, 1]; x the item's scale 1.2
-    assert t["advantages"][0].tolist() == pytest.approx([0.0, -1.2, 1.2], abs=1e-4)
-    assert t["token_weight"][0].tolist() == pytest.approx([0.0, 0.5, 0.5])
+    assert t.advantages[0].tolist() == pytest.approx([0.0, -1.2, 1.2], abs=1e-4)
+    assert t.token_weight[0].tolist() == pytest.approx([0.0, 0.5, 0.5])
 
 
 def test_log_prob_and_entropy_under_the_nucleus_by_hand():
@@ -192,21 +193,19 @@ def test_log_prob_and_entropy_under_the_nucleus_by_hand():
     import math
     from types import SimpleNamespace
 
-    from rc1.engines.pure_pt import PurePTEngine
+    from rc1.engines.forward import project
 
     head = torch.nn.Linear(4, 4, bias=False)
     with torch.no_grad():
         head.weight.copy_(torch.eye(4))
-    engine = PurePTEngine()
-    engine.use_amp = False
     lm = SimpleNamespace(get_output_embeddings=lambda: head)
     h = torch.log(torch.tensor([[4.0, 3.0, 2.0, 1.0]] * 2))  # the identity head: these are the logits
-    lp, ent = engine._project(lm, h, torch.tensor([0, 3]), True, 1.0, 0.65)
+    lp, ent = project(lm, h, torch.tensor([0, 3]), True, 1.0, 0.65)
     assert lp.tolist() == pytest.approx([math.log(4 / 7), math.log(1 / 8)], abs=1e-6)
     h7 = -(4 / 7 * math.log(4 / 7) + 3 / 7 * math.log(3 / 7))
     h8 = -(0.5 * math.log(0.5) + 0.375 * math.log(0.375) + 0.125 * math.log(0.125))
     assert ent.tolist() == pytest.approx([h7, h8], abs=1e-6)
     # temperature 2 without a nucleus: p ~ sqrt([4, 3, 2, 1])
-    lp2, _ = engine._project(lm, h[:1], torch.tensor([0]), False, 2.0, 1.0)
+    lp2, _ = project(lm, h[:1], torch.tensor([0]), False, 2.0, 1.0)
     z = sum(math.sqrt(x) for x in (4, 3, 2, 1))
     assert float(lp2[0]) == pytest.approx(math.log(2 / z), abs=1e-6)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rc1.config.schema import TrainConfig
-from rc1.engines.contract import ForwardOutput
+from rc1.engines.contract import ForwardOutput, PlanTensors
 from rc1.strategies.grpo import GRPOStrategy
 from rc1.strategies.ppo import PPOStrategy
 from rc1.strategies.rl_math import aggregate, gae, k3_kl, per_episode_sum, truncated_is_weight
@@ -94,8 +94,8 @@ class StubPolicy:
 
 def _tensors(mask, **more):
     B, T = mask.shape
-    return {"input_ids": torch.zeros(B, T + 1, dtype=torch.long), "attention_mask": torch.ones(B, T + 1),
-            "action_mask": mask, "episode": torch.arange(B), **more}
+    return PlanTensors(input_ids=torch.zeros(B, T + 1, dtype=torch.long), attention_mask=torch.ones(B, T + 1),
+                       action_mask=mask, episode=torch.arange(B), **more)
 
 
 def test_grpo_reweights_policy_gradient_by_the_truncated_ratio_and_logs_the_mismatch():

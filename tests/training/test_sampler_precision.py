@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rc1.config.load import load_train_config
+from rc1.engines.forward import causal_lm
 from rc1.engines.pure_pt import PurePTEngine
 from rc1.runtime.workspace import Workspace
 from tests.helpers.workspace import make_workspace
@@ -44,7 +45,7 @@ def test_the_trainers_lm_head_runs_in_fp32_under_bf16_autocast(bf16_engine):
     attn = torch.ones_like(ids)
     with torch.no_grad():
         out = eng.forward(ids, attn, hidden=True)
-        lm = eng._causal_lm(eng.model)
+        lm = causal_lm(eng.model)
         with eng.autocast():
             h = lm.get_decoder()(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state[:, :-1]
             bf16_logits = lm.get_output_embeddings()(h).float()

@@ -47,18 +47,18 @@ def engine(tmp_path):
 def test_training_log_probs_equal_the_samplers_under_temperature_and_top_p(engine):
     episodes = engine.rollout(arithmetic_items(2), 3, seed=5)
     t = collate(engine, episodes)
-    act = t["action_mask"] > 0
-    assert "sample_logp" in t and int(act.sum()) == sum(len(e.logprobs) for e in episodes) > 0
+    act = t.action_mask > 0
+    assert t.sample_logp is not None and int(act.sum()) == sum(len(e.logprobs) for e in episodes) > 0
     with torch.no_grad():
         for hidden in (False, True):  # the shared-prompt forward and the plain one
-            out = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], hidden=hidden,
+            out = engine.forward(t.input_ids, t.attention_mask, positions=t.action_mask, hidden=hidden,
                                  temperature=0.7, top_p=0.8)
-            torch.testing.assert_close(out.logp[act], t["sample_logp"][act], atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(out.logp[act], t.sample_logp[act], atol=1e-4, rtol=1e-4)
         # the check can fail: scoring without the nucleus (or the temperature) gives other log-probs
-        no_top_p = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], temperature=0.7)
-        no_temp = engine.forward(t["input_ids"], t["attention_mask"], positions=t["action_mask"], top_p=0.8)
-    assert (no_top_p.logp[act] - t["sample_logp"][act]).abs().max() > 1e-2
-    assert (no_temp.logp[act] - t["sample_logp"][act]).abs().max() > 1e-2
+        no_top_p = engine.forward(t.input_ids, t.attention_mask, positions=t.action_mask, temperature=0.7)
+        no_temp = engine.forward(t.input_ids, t.attention_mask, positions=t.action_mask, top_p=0.8)
+    assert (no_top_p.logp[act] - t.sample_logp[act]).abs().max() > 1e-2
+    assert (no_temp.logp[act] - t.sample_logp[act]).abs().max() > 1e-2
 
 
 def test_a_bf16_sampling_copy_is_detected_and_corrected(tmp_path):

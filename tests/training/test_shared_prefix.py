@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from rc1.config.load import load_train_config
-from rc1.engines.pure_pt import PurePTEngine, shared_prefix_plan
+from rc1.engines.forward import shared_prefix_plan
+from rc1.engines.pure_pt import PurePTEngine
 from rc1.runtime.workspace import Workspace
 from tests.helpers.workspace import make_workspace
 

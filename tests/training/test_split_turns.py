@@ -40,15 +40,15 @@ def test_a_step_on_split_episodes(tmp_path, strategy):
     assert ro.successes == [True, False]
     plan = recipe.strategy.plan(Batch(0, (item,), 1), ro)
     t = plan.tensors
-    assert t["episode"].tolist() == [0, 0, 1]
+    assert t.episode.tolist() == [0, 0, 1]
     if strategy == "grpo":
-        adv = t["advantages"]
+        adv = t.advantages
         assert adv[0] == adv[1] > 0 > adv[2]        # both turns of the right episode share its advantage
     if strategy == "ppo":  # the reward sits on the right episode's last row only; GAE reaches its first row
-        assert t["advantages"][0][t["action_mask"][0] > 0].abs().sum() > 0
+        assert t.advantages[0][t.action_mask[0] > 0].abs().sum() > 0
     metrics = recipe.engine.backward(plan, scale=1.0)
     assert metrics["loss"] is not None and torch.isfinite(torch.tensor(metrics["loss"]))
     if strategy == "ppo":
         assert metrics["ratio"] == 1.0
     if strategy == "dpo":
-        assert plan.metrics["dpo/pairs"] == 1 and t["n_pairs"] == 1  # chosen = 2 rows, rejected = 1 row
+        assert plan.metrics["dpo/pairs"] == 1 and t.n_pairs == 1  # chosen = 2 rows, rejected = 1 row
