@@ -105,7 +105,7 @@ class Pipeline:
 
     def signal_current(self) -> bool:
         """The learning-signal report was made for this config's settings and data (else measure again)."""
-        from rc1.training.signal import REPORT, signal_identity
+        from rc1.training.learning_signal import REPORT, signal_identity
 
         try:
             rep = json.loads(self.ws.path(REPORT).read_text())

@@ -3,7 +3,7 @@
 It sits beside rc1.pipeline, above eval, gates and machine: it runs the RC1 gate on the eval report
 and lists every gate's last result, so it cannot live inside rc1.eval (which the gates import).
 
-Every number in the markdown is read from a JSON report (the newest verified ppo_eval report,
+Every number in the markdown is read from a JSON report (the newest verified eval report,
 reports/metrics.jsonl, reports/scale/*.json, the pipeline timings) and formatted here, never
 retyped. Plots (matplotlib, Agg backend) go beside the markdown in reports/rc1/plots/:
   training_curves.png   loss, reward and KL per step (reports/metrics.jsonl)
@@ -35,7 +35,7 @@ from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import read_sidecar, register_artifact, sha256_file, sha256_tree
 from rc1.runtime.fmt import fmt_num, fmt_pct, fmt_pp, fmt_pp_ci, fmt_rate_ci, measured
-from rc1.runtime.layout import DIFFICULTY_REPORT, SCALE_REPORTS, SHADOW_MANIFEST
+from rc1.runtime.layout import DIFFICULTY_REPORT, EVAL_REPORTS, SCALE_REPORTS, SHADOW_MANIFEST
 from rc1.runtime.layout import PIPELINE_TIMINGS as TIMINGS
 from rc1.runtime.layout import RC1_REPORT as REPORT_MD
 from rc1.runtime.workspace import Workspace
@@ -50,12 +50,12 @@ PLOTS_DIR = "reports/rc1/plots"
 
 # ----------------------------------------------------------------------------- inputs
 def load_eval_report(ws: Workspace) -> tuple[Path, dict]:
-    """The newest ppo_eval report whose sha256 sidecar verifies (a tampered one is refused)."""
+    """The newest eval report whose sha256 sidecar verifies (a tampered one is refused)."""
     from rc1.eval.harness import latest_report
 
     path = latest_report(ws)
     if path is None:
-        raise ConfigError("no reports/ppo_eval_*.json: run `rc1 eval --config ...` before `rc1 report`")
+        raise ConfigError(f"no {EVAL_REPORTS}: run `rc1 eval --config ...` before `rc1 report`")
     side = read_sidecar(path)
     if side is None or side != sha256_file(path):
         raise ConfigError(f"{ws.rel(path)}: sha256 sidecar missing or not matching; refusing to report from it")

@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
                                                                          "(then best/ is not updated)")] = False,
     ) -> None:
         """Greedy episodes of the base model and the trained run(s) on the held-out set and the dev split →
-        reports/ppo_eval_<ts>.json; best/ is chosen on the dev split."""
+        reports/eval_<ts>.json; best/ is chosen on the dev split."""
         from rc1.config.load import load_train_config
         from rc1.eval.harness import HELDOUT, run_eval, run_view
         from rc1.runtime.logs import setup_logging

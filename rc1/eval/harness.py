@@ -12,7 +12,7 @@
   4. computes summaries, paired deltas vs base, the majority-class baseline of the same items (and each
      model's paired delta to it), the minimum detectable effect, the eval and training dtypes and how each
      run ended; copies a run's checkpoint into its `best/` when its DEV result beats every earlier best
-     (never on the held-out result); writes `reports/ppo_eval_<ts>.json` (+ sidecar, artifact manifest).
+     (never on the held-out result); writes `reports/eval_<ts>.json` (+ sidecar, artifact manifest).
 
 Episodes come from rc1.generation (generation.backend: llama.cpp on the same weights when it agrees with torch);
 the report's throughput names the backend that sampled each pass.
@@ -37,6 +37,7 @@ from rc1.eval.metrics import (EpisodeRecord, compare, flat_split, majority_basel
 from rc1.eval.runs import RunEnd, read_end, run_of_checkpoint, seed_runs
 from rc1.eval.splits import DEV, FITTED, HELDOUT, ItemSet, dev_set, fitted_set, heldout_set
 from rc1.runtime.atomic import fsync_dir, append_line, atomic_write_json
+from rc1.runtime import layout
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json, verify_artifact
 from rc1.runtime.workspace import Workspace
@@ -46,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("rc1.eval")
 
-REPORT_KIND = "ppo_eval"
+REPORT_KIND = "eval"
 REPORT_VERSION = 2
 CACHE_DIR = "reports/eval_cache"
 BEST_INDEX = "index.jsonl"
@@ -478,10 +479,10 @@ def _checkpoint_info(ws: Workspace, ckpt: Path) -> dict:
 
 def _report_path(ws: Workspace) -> Path:
     ts = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
-    out = ws.reports / f"ppo_eval_{ts}.json"
+    out = ws.path(layout.eval_report_path(ts))
     k = 1
     while out.exists():  # two evals in the same second never overwrite each other
-        out = ws.reports / f"ppo_eval_{ts}_{k}.json"
+        out = ws.path(layout.eval_report_path(f"{ts}_{k}"))
         k += 1
     return out
 
@@ -525,7 +526,7 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
              n: int | None = None, batch_size: int = DEFAULT_BATCH, config_path: str | None = None,
              shadow_only: bool = False, seed_index: int | None = None,
              progress: Progress | None = None) -> tuple[Path, dict]:
-    """Evaluate base and the run(s); write reports/ppo_eval_<ts>.json. Returns (path, report)."""
+    """Evaluate base and the run(s); write reports/eval_<ts>.json. Returns (path, report)."""
     from rc1.config.load import config_hash
 
     metric_value(cfg.eval.metric, summarize([]))  # unknown metric -> ConfigError before any generation
@@ -587,6 +588,6 @@ def run_view(report: dict, run: dict | None, set_name: str) -> dict:
 
 
 def latest_report(ws: Workspace) -> Path | None:
-    """The newest reports/ppo_eval_*.json (by its timestamped name)."""
-    found = sorted(ws.reports.glob("ppo_eval_*.json"), key=lambda p: (p.stem.split("_", 2)[-1], p.stat().st_mtime))
+    """The newest reports/eval_*.json (by its timestamped name)."""
+    found = sorted(ws.root.glob(layout.EVAL_REPORTS), key=lambda p: (layout.eval_report_stamp(p), p.stat().st_mtime))
     return found[-1] if found else None

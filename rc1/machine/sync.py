@@ -30,7 +30,7 @@ AREA_NEEDS: dict[str, tuple[str, str, str]] = {
     "resources": ("disk", ".", "free disk above the gates threshold"),
     "training_start": ("round2_ticket", "reports/preflight/round2_pass.json", "valid round 2 ticket"),
     "training_done": ("checkpoint", "checkpoints/", "a verified checkpoint at the configured steps"),
-    "rc1_eval": ("eval_report", "reports/", "ppo_eval report meeting the RC1 thresholds"),
+    "rc1_eval": ("eval_report", "reports/", "eval report meeting the RC1 thresholds"),
     "scale": ("scale_pool", "data/rollouts/", "expanded pool passing before/after checks"),
 }
 

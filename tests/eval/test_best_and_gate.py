@@ -27,15 +27,15 @@ def fake_ckpt(ws, step: int, payload: bytes = b"weights", run: str = RUN):
 
 def test_best_is_append_only_and_compares_like_with_like(ws):
     c10 = fake_ckpt(ws, 10)
-    r = update_best(ws, RUN, c10, "success", 0.30, "reports/ppo_eval_a.json", DEV_A)
+    r = update_best(ws, RUN, c10, "success", 0.30, "reports/eval_a.json", DEV_A)
     assert r["updated"] and r["path"] == f"{RUN}/best/step_00010"
     tree10 = sha256_tree(ws.path(r["path"]))
     c20 = fake_ckpt(ws, 20)
-    r = update_best(ws, RUN, c20, "success", 0.25, "reports/ppo_eval_b.json", DEV_A)  # worse: nothing copied
+    r = update_best(ws, RUN, c20, "success", 0.25, "reports/eval_b.json", DEV_A)  # worse: nothing copied
     assert not r["updated"] and "does not beat" in r["reason"]
     assert not ws.path(f"{RUN}/best/step_00020").exists()
     c30 = fake_ckpt(ws, 30)
-    r = update_best(ws, RUN, c30, "success", 0.40, "reports/ppo_eval_c.json", DEV_A)
+    r = update_best(ws, RUN, c30, "success", 0.40, "reports/eval_c.json", DEV_A)
     assert r["updated"] and r["previous_best"] == 0.30
     # the earlier best is still there, byte for byte; the index grew by one line per new best
     assert sha256_tree(ws.path(f"{RUN}/best/step_00010")) == tree10
@@ -44,18 +44,18 @@ def test_best_is_append_only_and_compares_like_with_like(ws):
     assert all(e["selection"]["split"] == "dev" for e in idx)
     # a re-eval of an already-copied step never overwrites its copy
     (ws.path(f"{RUN}/step_00030") / MODEL_FILE).write_bytes(b"changed later")
-    r = update_best(ws, RUN, ws.path(f"{RUN}/step_00030"), "success", 0.50, "reports/ppo_eval_d.json", DEV_A)
+    r = update_best(ws, RUN, ws.path(f"{RUN}/step_00030"), "success", 0.50, "reports/eval_d.json", DEV_A)
     assert "already exists" in r["reason"]
     assert (ws.path(f"{RUN}/best/step_00030") / MODEL_FILE).read_bytes() != b"changed later"
 
 
 def test_best_is_never_chosen_without_a_dev_result(ws):
     c10, c20 = fake_ckpt(ws, 10), fake_ckpt(ws, 20)
-    r = update_best(ws, RUN, c10, "success", 0.90, "reports/ppo_eval_a.json", None)  # a held-out-only eval
+    r = update_best(ws, RUN, c10, "success", 0.90, "reports/eval_a.json", None)  # a held-out-only eval
     assert not r["updated"] and "dev split" in r["reason"] and not ws.path(f"{RUN}/best").exists()
-    update_best(ws, RUN, c10, "success", 0.50, "reports/ppo_eval_b.json", DEV_A)
+    update_best(ws, RUN, c10, "success", 0.50, "reports/eval_b.json", DEV_A)
     # other dev items: a value on them is not comparable with 0.50 on DEV_A, so it is the first of its kind
-    r = update_best(ws, RUN, c20, "success", 0.40, "reports/ppo_eval_c.json", DEV_B)
+    r = update_best(ws, RUN, c20, "success", 0.40, "reports/eval_c.json", DEV_B)
     assert r["updated"] and r["previous_best"] is None
 
 
@@ -106,7 +106,7 @@ def test_rc1_gate_passes_when_every_ci_bound_holds(ws, gate_ctx):
     assert turns.measured == 0 and turns.status == "pass"  # turns vary, and the trained model's equal the base's
     assert "majority" in c["trained success - majority-class baseline (pp, CI lower bound)"].detail
     assert c["run completed (or early stop accepted)"].passed
-    assert {e.path for e in res.evidence} >= {"reports/ppo_eval_20261122_000001.json", f"{RUN}/step_00010/manifest.json",
+    assert {e.path for e in res.evidence} >= {"reports/eval_20261122_000001.json", f"{RUN}/step_00010/manifest.json",
                                               END}
     assert any("smallest success increase" in n for n in res.notes)
 

@@ -90,7 +90,7 @@ def trained(tmp_path_factory):
     recipe.setup()
     assert recipe.train() == "completed"
     recipe.cleanup()
-    update_best(ws, cfg.checkpoint_dir, ws.path(STEP), cfg.eval.metric, 0.25, "reports/ppo_eval_test.json",
+    update_best(ws, cfg.checkpoint_dir, ws.path(STEP), cfg.eval.metric, 0.25, "reports/eval_test.json",
                 {"split": "dev", "path": "data/eval_min.jsonl", "n": 4, "key": "dev-items"})  # best/ is chosen on dev
     return ws, str(conf), cfg
 
