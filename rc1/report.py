@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rc1.config.schema import BUCKETS, REWARD_DIMENSIONS
+from rc1.config.names import BUCKETS, REWARD_DIMENSIONS
 from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import read_sidecar, register_artifact, sha256_file, sha256_tree
@@ -157,7 +157,7 @@ def plot_reward_dims(rows: list[dict], out: Path) -> bool:
 def _groups(summary: dict) -> list[tuple[str, dict]]:
     out = [("overall", summary["success"])]
     out += [(b, summary["by_bucket"][b]) for b in BUCKETS if b in summary["by_bucket"]]
-    out += list(summary["by_task"].items())  # built-in tasks first, then custom ones (rc1.config.schema.task_order)
+    out += list(summary["by_task"].items())  # built-in tasks first, then custom ones (rc1.config.names.task_order)
     out += [("hard hq+sq", summary["hard_hq_sq"]), ("needs clar.", summary["needs_clar_success"])]
     return out
 

@@ -29,7 +29,7 @@ def _run_config(ws, path: Optional[str]):
 
 def _gates(ws, path: Optional[str], cfg=None):
     from rc1.config.load import fit_to_user_tasks, load_gates_config
-    from rc1.config.schema import GatesConfig
+    from rc1.config.gates import GatesConfig
 
     if cfg is not None:  # the run's thresholds (fitted to its custom tasks), from --gates or its own gates file
         return fit_to_user_tasks(load_gates_config(path or cfg.gates, ws, tasks=cfg.datasets.tasks), cfg), path or cfg.gates
@@ -55,7 +55,8 @@ def _custom_tasks(ws, cfg, source: Optional[list[str]], verifier: Optional[str],
     import re
 
     from rc1.config.load import validate
-    from rc1.config.schema import TASK_NAME, TaskSection, task_name_problem
+    from rc1.config.names import TASK_NAME, task_name_problem
+    from rc1.config.schema import TaskSection
     from rc1.data.generic import task_name_for
     from rc1.runtime.errors import ConfigError
 

@@ -28,7 +28,7 @@ def _config(ws, path: str | None):
 
 def _gates(ws, cfg):
     from rc1.config.load import load_run_gates
-    from rc1.config.schema import GatesConfig
+    from rc1.config.gates import GatesConfig
 
     return load_run_gates(cfg, ws) if ws.path(cfg.gates).exists() else GatesConfig()
 

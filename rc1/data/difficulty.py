@@ -21,7 +21,7 @@ from collections import Counter
 
 import numpy as np
 
-from rc1.config.schema import BUCKETS, TASKS, task_order
+from rc1.config.names import BUCKETS, TASKS, task_order
 from rc1.data import applicability as A
 from rc1.data import vocab as V
 from rc1.data.pool import parse_shares

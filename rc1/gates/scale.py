@@ -37,7 +37,7 @@ import statistics
 import time
 from pathlib import Path
 
-from rc1.config.schema import BUCKETS, TASKS
+from rc1.config.names import BUCKETS, TASKS
 from rc1.gates.base import FAIL, NOT_APPLICABLE, NOT_MEASURABLE, PASS, Check, GateContext, GateResult
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import Rc1Error

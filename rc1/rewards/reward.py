@@ -31,7 +31,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rc1.config.schema import REWARD_DIMENSIONS, RewardSection, TrainConfig
+from rc1.config.names import REWARD_DIMENSIONS
+from rc1.config.schema import RewardSection, TrainConfig
 from rc1.rewards.dimensions import score_dimensions
 from rc1.rewards.penalties import difficulty_factor, overclar_penalty
 from rc1.rewards.weights import check_weights, read_weights

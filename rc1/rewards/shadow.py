@@ -27,7 +27,8 @@ import time
 
 import numpy as np
 
-from rc1.config.schema import REWARD_DIMENSIONS, TrainConfig
+from rc1.config.names import REWARD_DIMENSIONS
+from rc1.config.schema import TrainConfig
 from rc1.rewards.calibrate import HELD
 from rc1.rewards.responses import obtain_responses, pair_rows, responses_path
 from rc1.rewards.reward import RewardModel, ScoredEpisode

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rc1.config.schema import REWARD_DIMENSIONS
+from rc1.config.names import REWARD_DIMENSIONS
 from rc1.engines.contract import Batch, Policy, ScoredRollout
 from rc1.rewards.reward import score_all
 
