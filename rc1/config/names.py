@@ -19,6 +19,7 @@ LADDER_LEVELS = {"gsm8k": 8, "hotpotqa": 6, "strategyqa": 6}
 TASK_VERIFIERS = {"gsm8k": "numeric", "hotpotqa": "f1", "strategyqa": "yes_no"}
 PYTHON_VERIFIER = re.compile(r"^python:([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*)$")
 BUCKETS = ("easy", "medium", "hard")
+DEFAULT_DIFFICULTY_TARGET = {"easy": 0.25, "medium": 0.45, "hard": 0.30}  # bucket shares of a balanced pool
 REWARD_DIMENSIONS = ("correctness", "reasoning", "grounding", "clarity", "conciseness", "format",
                      "clarification")
 # What hybrid scoring asks the judge: the dimensions no rule can verify (correctness comes from the verifiers,

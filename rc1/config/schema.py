@@ -11,8 +11,8 @@ from typing import Literal, NamedTuple
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from rc1.config import registry
-from rc1.config.names import (DEFAULT_MIX, LADDER_LEVELS, REWARD_DIMENSIONS, RUBRIC_DIMENSIONS, check_mix,
-                              known_dimensions, task_name_problem, verifier_problem)
+from rc1.config.names import (DEFAULT_DIFFICULTY_TARGET, DEFAULT_MIX, LADDER_LEVELS, REWARD_DIMENSIONS,
+                              RUBRIC_DIMENSIONS, check_mix, known_dimensions, task_name_problem, verifier_problem)
 from rc1.config.strict import Strict
 from rc1.runtime import layout
 
@@ -318,7 +318,7 @@ class PoolSection(Strict):
     v1_pool: str | None = Field(None, description="previous pool for the 3-gram KL check; default: a v1 pool rc1 builds")
     shadow_n: int = Field(245, ge=1)
     shadow_seed: int = 20250820
-    difficulty_target: dict[str, float] = Field(default_factory=lambda: {"easy": 0.25, "medium": 0.45, "hard": 0.30})
+    difficulty_target: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_DIFFICULTY_TARGET))
     levels: dict[str, tuple[int, int]] = Field(
         default_factory=dict, description="ladder level range [lowest, highest] per built-in task (rc1.data.ladder); "
                                           "a task not named keeps today's easy / medium / hard generator")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rc1.config.names import DEFAULT_MIX, TASKS, check_mix, task_order
+from rc1.config.schema import PoolSection
 from rc1.data import generators as G
 from rc1.data import ladder as L
 from rc1.data.sources import mask_detail, normalize
@@ -78,15 +79,19 @@ def allocate(n: int, weights: dict[str, float]) -> dict[str, int]:
     return counts
 
 
+# The run config's pool section is where the build's defaults live; BuildParams reads them from it.
+_POOL = PoolSection()
+
+
 @dataclass
 class BuildParams:
-    n: int = 30000
+    n: int = _POOL.n
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
-    max_turns: int = 6
-    clarify_rate: float = 0.30
-    tools: list[str] = field(default_factory=lambda: ["wiki", "calc"])
-    templates_dir: str | Path = "templates/pack_v2"
-    seed: int = 20250821
+    max_turns: int = _POOL.max_turns
+    clarify_rate: float = _POOL.clarify_rate
+    tools: list[str] = field(default_factory=lambda: list(_POOL.tools))
+    templates_dir: str | Path = _POOL.templates_dir
+    seed: int = _POOL.seed
     space: str = "pool"
     id_prefix: str = "rc1"
     sources: dict[str, list[dict]] | None = None  # task -> normalised records (real data instead of generators)
