@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """(Re)build reports/rc1/rc1_report.md with its PNG plots from the JSON reports."""
         from rc1.config.load import load_train_config
-        from rc1.report import build_report
+        from rc1.report.build import build_report
 
         ws = workspace().ensure()
         cfg = load_train_config(config, ws) if config else None

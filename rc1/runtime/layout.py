@@ -50,6 +50,7 @@ LEARNING_SIGNAL_REPORT = "reports/learning_signal.json"
 DIFFICULTY_FIT_REPORT = "reports/difficulty_fit.json"
 GATE_REPORTS = "reports/gates"            # one <gate>.json per gate: its last run
 RC1_REPORT = "reports/rc1/rc1_report.md"
+RC1_PLOTS = "reports/rc1/plots"           # the RC1 report's PNGs, beside it
 EVAL_REPORTS = "reports/eval_*.json"      # `rc1 eval`'s reports, whatever the strategy trained (eval_report_path)
 PIPELINE_TIMINGS = "reports/rc1/pipeline_timings.json"
 

@@ -288,7 +288,7 @@ def md_rows(md: str) -> dict[str, list[str]]:
 
 def test_report_numbers_equal_the_json(ws):
     from rc1.eval.harness import run_view
-    from rc1.report import build_report
+    from rc1.report.build import build_report
     from rc1.runtime.fmt import fmt_pct, fmt_pp, fmt_rate_ci
 
     p = report_for(ws, GOOD)
@@ -323,7 +323,7 @@ def test_report_numbers_equal_the_json(ws):
 
 
 def test_metrics_rows_are_split_into_one_run_per_seed_for_the_plots():
-    from rc1.report import _by_seed
+    from rc1.report.plots import _by_seed
 
     steps = [1, 2, 3, 2, 3, 4, 1, 2, 1, 2]   # seed 0 resumed from step 1 (repeats 2-3), then seeds 1 and 2
     runs = _by_seed([{"step": s} for s in steps])
@@ -333,7 +333,7 @@ def test_metrics_rows_are_split_into_one_run_per_seed_for_the_plots():
 
 
 def test_the_difficulty_fit_plot_draws_every_task_and_skips_a_run_without_a_fit(tmp_path):
-    from rc1.report import plot_difficulty_fit
+    from rc1.report.plots import plot_difficulty_fit
 
     def level(n, p, chosen):
         return {"level": n, "pass_rate": p, "ci": [max(0, p - 0.1), min(1, p + 0.1)], "majority_rate": 0.05,
@@ -348,7 +348,7 @@ def test_the_difficulty_fit_plot_draws_every_task_and_skips_a_run_without_a_fit(
 
 
 def test_report_states_not_measurable_checks_and_early_stops(ws):
-    from rc1.report import build_report
+    from rc1.report.build import build_report
 
     one_turn = lambda i: 1  # noqa: E731
     report_for(ws, recs(ok_need=25, overclar=0, ok_hard=30, turns=one_turn),
@@ -366,7 +366,7 @@ def test_report_states_not_measurable_checks_and_early_stops(ws):
 
 
 def test_report_refuses_a_tampered_eval_report(ws):
-    from rc1.report import build_report
+    from rc1.report.build import build_report
     from rc1.runtime.errors import ConfigError
 
     p = report_for(ws, GOOD)
