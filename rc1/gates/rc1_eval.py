@@ -57,7 +57,7 @@ def _point(d: dict) -> str:
 
 def _checkpoint_current(ctx: GateContext, run: dict) -> tuple[bool, str, Evidence | None]:
     """Was the run's entry computed for its current latest checkpoint or its newest best copy?"""
-    from rc1.eval.harness import best_index
+    from rc1.eval.best import best_index
     from rc1.runtime.checkpoint import MANIFEST_FILE, read_latest
 
     ck = run.get("checkpoint") or {}

@@ -98,7 +98,7 @@ def manifest_rows(ws: Workspace, cfg: "TrainConfig", config_path: str | None, ev
         rows.append((f"model: base {cfg.model.base}", str(base_dir.name), sha256_tree(base_dir)))
     except Exception as exc:  # noqa: BLE001 - the report still builds; the row says why
         rows.append((f"model: base {cfg.model.base}", "-", f"unavailable ({exc.__class__.__name__})"))
-    from rc1.eval.harness import best_index
+    from rc1.eval.best import best_index
 
     for run in rep.get("runs", []):
         ck = run["checkpoint"]
@@ -435,8 +435,8 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
     views = [run_view(rep, r, held_name) for r in runs]
     from rc1.training.fit import read_report as read_fit
 
-    plots = draw_plots(ws, _read_metrics(ws), views[0], rep, held_name,
-                       read_fit(ws) if cfg.difficulty_fit.enable else None)
+    rows = _read_metrics(ws)
+    plots = draw_plots(ws, rows, views[0], rep, held_name, read_fit(ws) if cfg.difficulty_fit.enable else None)
 
     held_set = rep["sets"][held_name]
     lines = ["# RC1 report", "",

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from rc1.eval.harness import best_index, update_best
+from rc1.eval.best import best_index, update_best
 from rc1.runtime.checkpoint import MODEL_FILE, write_checkpoint
 from rc1.runtime.fingerprint import sha256_file, sha256_tree
 from tests.helpers.eval import crafted_report, items_for, recs, write_end_record

@@ -160,7 +160,7 @@ def test_checkpoint_weights_full_and_lora_adapter_are_applied(tiny_ws):
     from safetensors.torch import save_file
 
     from rc1.config.load import config_hash, load_train_config
-    from rc1.eval.harness import load_base, load_checkpoint_model
+    from rc1.eval.loading import load_base, load_checkpoint_model
     from rc1.models.loader import load_model
     from rc1.runtime.checkpoint import ADAPTER_FILE, write_checkpoint
 
@@ -208,7 +208,7 @@ def test_eval_dtype_on_a_cpu_is_fp32_unless_the_config_asks_for_bf16():
     import torch
 
     from rc1.config.schema import TrainConfig
-    from rc1.eval.harness import eval_dtype
+    from rc1.eval.loading import eval_dtype
     from rc1.runtime.device import cpu_bf16_supported
 
     cpu = torch.device("cpu")

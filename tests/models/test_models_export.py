@@ -79,7 +79,7 @@ def trained(tmp_path_factory):
     shaping counts only in groups whose correctness varies.)"""
     from rc1.config.load import load_train_config
     from rc1.training.base import make_recipe
-    from rc1.eval.harness import update_best
+    from rc1.eval.best import update_best
     from rc1.runtime.workspace import Workspace
 
     root = tmp_path_factory.mktemp("export_ws")
