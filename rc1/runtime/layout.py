@@ -65,6 +65,11 @@ def eval_report_stamp(path: str | PurePath) -> str:
     return PurePath(path).stem.removeprefix("eval_")
 
 
+def expansion_path(stage: str) -> str:
+    """A scale stage's expansion of the training pool (rc1.data.expansion)."""
+    return f"data/rollouts/rc1_{stage}.jsonl"
+
+
 def metrics_path_for(pool: str) -> str:
     """The difficulty-metrics file beside a pool: x.jsonl -> x.metrics.jsonl."""
     return pool[:-len(".jsonl")] + ".metrics.jsonl" if pool.endswith(".jsonl") else pool + ".metrics.jsonl"
