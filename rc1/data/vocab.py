@@ -109,6 +109,7 @@ def org(rng: random.Random) -> str:
 
 # Phrase-level paraphrases (lower-case phrase -> alternatives), applied by `vary()` to question frames
 # and to non-supporting passage sentences, so two items built from one frame rarely share 5-grams.
+# A table of wordings: its entries look alike because they are data, not repeated logic.
 PARAPHRASES: dict[str, list[str]] = {
     "was founded by": ["was founded by", "was established by", "was set up by", "was started by", "was created by",
                        "owes its founding to", "was begun by"],

@@ -17,7 +17,8 @@ from rc1.runtime.fingerprint import ARTIFACTS_MANIFEST, sha256_file
 from rc1.runtime.layout import BALANCED_POOL, GATE_REPORTS, POOL, PROBE_REPORT, WEIGHTS
 from rc1.runtime.workspace import Workspace
 
-# What each gate area needs, so a failing area can name the artifact to ask for.
+# What each gate area needs, so a failing area can name the artifact to ask for (a table of strings, shaped like
+# the console's ACTIONS but sharing nothing with it).
 AREA_NEEDS: dict[str, tuple[str, str, str]] = {
     "pool": ("seed_pool", POOL, "30k seed pool passing diversity/dedup/leak/mix checks"),
     "difficulty": ("difficulty_balanced_seed", BALANCED_POOL,
