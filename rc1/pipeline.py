@@ -46,13 +46,6 @@ class StageFailed(Rc1Error):
         self.exit_code = code if code in (2, 3) else 1
 
 
-def cfg_gates_tag(pipe: "Pipeline") -> str:
-    """The shadow-run tag the round 2 gate reads (gates config shadow_run.tag)."""
-    from rc1.config.load import load_run_gates
-
-    return load_run_gates(pipe.cfg, pipe.ws).shadow_run.tag
-
-
 @dataclass
 class Stage:
     name: str
@@ -105,7 +98,7 @@ class Pipeline:
 
     def signal_current(self) -> bool:
         """The learning-signal report was made for this config's settings and data (else measure again)."""
-        from rc1.training.signal import REPORT, signal_identity
+        from rc1.training.learning_signal import REPORT, signal_identity
 
         try:
             rep = json.loads(self.ws.path(REPORT).read_text())
@@ -144,69 +137,54 @@ class Pipeline:
 
     # ---------------------------------------------------------------- stages
     def stages(self) -> list[Stage]:
+        """Every stage is `rc1 <command> --config C`: the command reads its settings from the run config (flags
+        override them when an operator types one). What the pipeline still passes is its own choice, not a
+        setting: which run a seed is, resuming, and how calibration takes a failed acceptance."""
         c, cfg = self.config_path, self.cfg
         pool, shadow = cfg.pool, cfg.data.shadow_path
         raw = pool.out
-        metrics = layout.metrics_path_for(raw)  # where the pool gate looks for it
+        metrics = layout.metrics_path_for(raw)  # where `data difficulty metrics --config` writes it
         balanced = cfg.seed_pool
         v1 = pool.v1_pool or layout.V1_POOL
         past = self.past_gates
-        mix = ",".join(f"{k}:{v}" for k, v in cfg.datasets.mix.items())
-        target = ",".join(f"{k}:{v}" for k, v in pool.difficulty_target.items())
-        base = cfg.model.base
-        turns = ["--max-turns", str(cfg.eval.shadow_run_max_turns)] if cfg.eval.shadow_run_max_turns else []
         from rc1.data.applicability import v1_required
 
-        build_args = ["--config", c, "--n", str(pool.n), "--mix", mix, "--max-turns", str(pool.max_turns),
-                      "--clarify-rate", str(pool.clarify_rate), "--tools", ",".join(pool.tools),
-                      "--templates-dir", pool.templates_dir]
-        v1_stage = ([Stage("data: v1 pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--version",
-                                             "v1", "--out", v1], lambda: past() or self.artifacts_ok(v1))]
-                    if v1_required(cfg) else [])
         # a run on custom tasks draws its own dev split, unless the difficulty fit draws it (data/fit/dev.jsonl)
         make_min = ([] if self.custom_only and cfg.difficulty_fit.enable else
                     [Stage("data: make-min", ["data", "make-min", "--config", c],
                            lambda: past() or self.artifacts_ok(*self.make_min_outputs()))])
+        v1_stage = ([Stage("data: v1 pool", ["data", "build-pool", "--config", c, "--version", "v1"],
+                           lambda: past() or self.artifacts_ok(v1))] if v1_required(cfg) else [])
         return [
             *make_min,
             *v1_stage,
-            Stage("data: seed pool", ["data", "build-pool", *build_args, "--seed", str(pool.seed), "--out", raw],
-                  lambda: past() or self.artifacts_ok(raw)),
-            Stage("data: shadow set", ["data", "shadow-set", "--config", c, "--n", str(pool.shadow_n),
-                                       "--seed", str(pool.shadow_seed),
-                                       "--stratify", "--out", shadow, "--templates-dir", pool.templates_dir,
-                                       "--base", base], lambda: past() or self.artifacts_ok(shadow)),
-            Stage("data: difficulty metrics", ["data", "difficulty", "metrics", "--in", raw, "--out", metrics,
-                                               "--base", base], lambda: past() or self.artifacts_ok(metrics)),
-            Stage("data: difficulty bucketize", ["data", "difficulty", "bucketize", "--metrics", metrics, "--out", balanced,
-                                                 "--target", target, "--seed", str(pool.seed), "--mix", mix],
+            Stage("data: seed pool", ["data", "build-pool", "--config", c], lambda: past() or self.artifacts_ok(raw)),
+            Stage("data: shadow set", ["data", "shadow-set", "--config", c],
+                  lambda: past() or self.artifacts_ok(shadow)),
+            Stage("data: difficulty metrics", ["data", "difficulty", "metrics", "--config", c],
+                  lambda: past() or self.artifacts_ok(metrics)),
+            Stage("data: difficulty bucketize", ["data", "difficulty", "bucketize", "--config", c],
                   lambda: past() or self.artifacts_ok(balanced)),
-            Stage("data: difficulty validate", ["data", "difficulty", "validate", "--config", c, "--metrics", metrics,
-                                                "--balanced", balanced, "--gates", cfg.gates],
+            Stage("data: difficulty validate", ["data", "difficulty", "validate", "--config", c],
                   lambda: past() or self.artifacts_ok(layout.DIFFICULTY_REPORT)),
-            Stage("data: validate pool", ["data", "validate-pool", raw, "--config", c, "--shadow", shadow,
-                                          *(["--v1", v1] if v1_required(cfg) else []),
-                                          "--gates", cfg.gates, "--base", base],
+            Stage("data: validate pool", ["data", "validate-pool", "--config", c],
                   lambda: past() or self.artifacts_ok(layout.DIVERSITY_REPORT)),
-            Stage("judge: serve", ["judge", "serve", *(["--gguf", cfg.scorer.judge_gguf] if cfg.scorer.judge_gguf else [])],
-                  lambda: past()),
-            Stage("scorer: live probe", ["reward", "probe", "--config", c, "--n", "8", "--provider",
-                                         cfg.scorer.provider, "--live"], lambda: past() or self.state_at_least("round1")),
+            Stage("judge: serve", ["judge", "serve", "--config", c], lambda: past()),
+            Stage("scorer: live probe", ["reward", "probe", "--config", c],
+                  lambda: past() or self.state_at_least("round1")),
             *([Stage("data: difficulty fit", ["data", "fit", "--config", c], lambda: past() or self.fit_current())]
               if cfg.difficulty_fit.enable else []),
             # The base model answers the dev split once (eval.calibration_n answers): the difficulty gate checks
             # the buckets against these outcomes, and calibration fits on them.
-            Stage("reward: base answers (dev split)", ["reward", "base-answers", "--config", c, "--items",
-                                                       cfg.data.eval_path, "--answers", str(cfg.eval.calibration_n),
-                                                       *turns],
+            Stage("reward: base answers (dev split)", ["reward", "base-answers", "--config", c],
                   lambda: past() or self.state_at_least("round1")),
             Stage("gate: round1", ["advance", "--to", "round1", "--config", c], lambda: self.state_at_least("round1")),
+            # calibration fits on the answers the stage above wrote; a failed acceptance keeps the current
+            # weights and the run goes on to the shadow run, which judges them
             Stage("reward: calibrate", ["reward", "calibrate", "--config", c, "--items", cfg.data.eval_path,
                                         "--responses", DEV_BASE_RESPONSES, "--on-fail", "keep"],
                   lambda: past() or self.calibrated()),
-            Stage("reward: shadow run", ["reward", "shadow-run", "--config", c, "--tag", cfg_gates_tag(self),
-                                         "--source", cfg.eval.shadow_run_source, *self._sampled_shadow_args()],
-                  lambda: past()),
+            Stage("reward: shadow run", ["reward", "shadow-run", "--config", c], lambda: past()),
             Stage("learning signal", ["learning-signal", "--config", c],
                   lambda: past() or self.artifacts_ok(layout.LEARNING_SIGNAL_REPORT) and self.signal_current()),
             Stage("gate: round2", ["advance", "--to", "round2", "--config", c], lambda: past()),
@@ -217,14 +195,6 @@ class Pipeline:
                   lambda: bool(self._latest_eval())),
             Stage("report", ["report", "--config", c], lambda: False),
         ]
-
-    def _sampled_shadow_args(self) -> list[str]:
-        """--n / --max-turns of a sampled shadow run (the eval_base source answers eval.n_shadow items greedily)."""
-        ev = self.cfg.eval
-        if ev.shadow_run_source != "sample":
-            return []
-        return ([*(["--n", str(ev.shadow_run_n)] if ev.shadow_run_n else []),
-                 *(["--max-turns", str(ev.shadow_run_max_turns)] if ev.shadow_run_max_turns else [])])
 
     def calibrated(self) -> bool:
         """A calibration report made from the current dev-split answers produced the current weights file

@@ -46,7 +46,7 @@ def run(ws: Workspace, quick: bool = False, *, n: int | None = None, big: int | 
         templates_dir: str | None = None, scratch: str = "reports/bench/data_ws", keep: bool = False) -> dict:
     """n: pool size (default 30000, quick 3000); big: the near-linear scaling pool (default 10 x n, quick none);
     scratch: the scratch workspace (removed afterwards unless keep)."""
-    from rc1.config.schema import GatesConfig
+    from rc1.config.gates import GatesConfig
     from rc1.data.pipeline import (bucketize_file, build_pool_file, difficulty_metrics_file, make_shadow_set,
                                    validate_difficulty_file, validate_pool_file)
     from rc1.data.pool import BuildParams

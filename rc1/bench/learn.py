@@ -44,6 +44,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -225,6 +226,19 @@ def _progress_writer(spec: dict, arm: str) -> Callable[[dict], None]:
     return write
 
 
+@contextmanager
+def _arm(spec: dict, name: str):
+    """What each arm's child process starts with: its threads set, the items split (train, held out), a
+    scratch folder removed after, and its progress writer."""
+    threads = _setup_process(spec["threads"])
+    train, held_out = split_items(spec["eval_items"])
+    root = Path(tempfile.mkdtemp(prefix=f"rc1-bench-learn-{name}-"))
+    try:
+        yield threads, train, held_out, root, _progress_writer(spec, name)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def rc1_config(spec: dict) -> dict:
     """rc1's training config for the work (WORK)."""
     g = WORK["completions_per_prompt"]
@@ -256,11 +270,7 @@ def _train_rc1(spec: dict) -> dict:
     from rc1.runtime.workspace import Workspace
     from rc1.training.base import make_recipe
 
-    threads = _setup_process(spec["threads"])
-    train, held_out = split_items(spec["eval_items"])
-    root = Path(tempfile.mkdtemp(prefix="rc1-bench-learn-rc1-"))
-    write = _progress_writer(spec, "rc1")
-    try:
+    with _arm(spec, "rc1") as (threads, train, held_out, root, write):
         ws = Workspace(root)
         (root / "data").mkdir(parents=True)
         (root / "data/train.jsonl").write_text("".join(json.dumps(it) + "\n" for it in train))
@@ -278,7 +288,7 @@ def _train_rc1(spec: dict) -> dict:
                 return greedy_accuracy(engine.model, engine.tokenizer, held_out, WORK["max_new_tokens"])
 
         clock = BudgetClock(spec["budget_s"], spec["eval_every_s"], evaluate,
-                            lambda points: write({**progress, "points": list(points)}))
+                            on_point=lambda points: write({**progress, "points": list(points)}))
 
         class Budget:
             def on_train_start(self, r):
@@ -301,8 +311,6 @@ def _train_rc1(spec: dict) -> dict:
             steps.append({"step": r["step"], "sec": r["sec_per_step"], "completion_tokens": r.get("completion_tokens"),
                           "reward": r.get("reward"), **spans})
         return _summary(progress, clock, steps=steps, peak_mb=peak_memory_mb(engine.device), prompt_ids=prompt_ids)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _train_trl(spec: dict) -> dict:
@@ -318,11 +326,7 @@ def _train_trl(spec: dict) -> dict:
     from rc1.models.loader import load_model
     from rc1.runtime.device import cpu_bf16_supported, get_device, peak_memory_mb
 
-    threads = _setup_process(spec["threads"])
-    train, held_out = split_items(spec["eval_items"])
-    root = Path(tempfile.mkdtemp(prefix="rc1-bench-learn-trl-"))
-    write = _progress_writer(spec, "trl")
-    try:
+    with _arm(spec, "trl") as (threads, train, held_out, root, write):
         device = get_device()
         mcfg = TrainConfig(model={"base": spec["model"], "gradient_checkpointing": False}, finetune={"method": "full"})
         model, tok = load_model(mcfg, device=device, dtype=torch.float32, for_training=True)
@@ -364,7 +368,7 @@ def _train_trl(spec: dict) -> dict:
                 m.train(was_training)
 
         clock = BudgetClock(spec["budget_s"], spec["eval_every_s"], evaluate,
-                            lambda points: write({**progress, "points": list(points)}))
+                            on_point=lambda points: write({**progress, "points": list(points)}))
         steps: list[dict] = []
 
         class Budget(TrainerCallback):
@@ -394,8 +398,6 @@ def _train_trl(spec: dict) -> dict:
                                                   return_dict=True)["input_ids"])
         trainer.train()
         return _summary(progress, clock, steps=steps, peak_mb=peak_memory_mb(device), prompt_ids=prompt_ids)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _summary(progress: dict, clock: BudgetClock, *, steps: list[dict], peak_mb: float, prompt_ids: list[int]) -> dict:

@@ -25,6 +25,7 @@ import time
 from rc1.config.load import load_train_config, read_mapping
 from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
+from rc1.runtime.layout import EVAL_REPORTS, eval_report_stamp
 
 SEED_STEP = 10
 
@@ -103,7 +104,7 @@ def _latest_eval(ws, rel: str, seeds: int):
     """(the newest eval report of config `rel` that evaluated `seeds` runs, its path), or (None, None)."""
     import json
 
-    for path in sorted(ws.reports.glob("ppo_eval_*.json"), reverse=True):
+    for path in sorted(ws.root.glob(EVAL_REPORTS), key=eval_report_stamp, reverse=True):
         rep = json.loads(path.read_text())
         if (rep.get("config") or {}).get("path") == rel and len(rep.get("runs") or []) == seeds:
             return rep, path

@@ -10,26 +10,48 @@ from typing import Annotated, Optional
 import typer
 
 from rc1.cli.common import command_group, print_checks, workspace
-from rc1.runtime.layout import (BALANCED_POOL, DIFFICULTY_REPORT, DIVERSITY_REPORT, POOL, POOL_METRICS, SHADOW_MANIFEST,
-                                SHADOW_SET, V1_POOL)
+from rc1.config.names import DEFAULT_MIX
+from rc1.runtime.layout import DIFFICULTY_REPORT, DIVERSITY_REPORT, SHADOW_MANIFEST, V1_POOL, metrics_path_for
 
-DEFAULT_MIX = "hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25"
+# Every setting a `data` command shares with the run config defaults to None here and is read from the
+# --config's section (the schema's default without one): the pipeline passes --config alone.
+
 CONFIG_HELP = ("run config: its datasets.tasks (custom tasks) may be used; its datasets.mix is the default mix, "
-               "and the pool.n / pool.shadow_n it sets the default --n")
+               "its pool section every other default")
+MIX_HELP = "task mix TASK:W,... (sums to 1); default: the custom task alone, or the --config's datasets.mix, or " + \
+    ",".join(f"{t}:{w}" for t, w in DEFAULT_MIX.items())
 GatesOpt = Annotated[Optional[str], typer.Option(help="gates config (default: the --config's, else configs/gates.yaml)")]
+BaseOpt = Annotated[Optional[str], typer.Option(help="base model whose tokenizer measures length (default: the "
+                                                    "--config's model.base, else SmolLM2's tokenizer)")]
+PoolConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="run config: its pool section (and "
+                                                                           "model.base, datasets.mix) give the defaults")]
 GatedConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="run config: its gates config and the "
                                                                               "custom tasks that config's mixes may name")]
 
 
-def _run_config(ws, path: Optional[str]):
+def _opened(config: Optional[str]):
+    """(workspace, the --config run config or None, the settings the defaults come from: that config, else the
+    schema's defaults)."""
     from rc1.config.load import load_train_config
+    from rc1.config.schema import TrainConfig
 
-    return load_train_config(path, ws) if path else None
+    ws = workspace()
+    cfg = load_train_config(config, ws) if config else None
+    return ws, cfg, cfg if cfg is not None else TrainConfig()
+
+
+def _base(cfg, base: Optional[str]) -> Optional[str]:
+    return base or (cfg.model.base if cfg is not None else None)
+
+
+def _or(value, default):
+    """An option given on the command line (not None) overrides the config's value."""
+    return default if value is None else value
 
 
 def _gates(ws, path: Optional[str], cfg=None):
     from rc1.config.load import fit_to_user_tasks, load_gates_config
-    from rc1.config.schema import GatesConfig
+    from rc1.config.gates import GatesConfig
 
     if cfg is not None:  # the run's thresholds (fitted to its custom tasks), from --gates or its own gates file
         return fit_to_user_tasks(load_gates_config(path or cfg.gates, ws, tasks=cfg.datasets.tasks), cfg), path or cfg.gates
@@ -41,11 +63,13 @@ def _gates(ws, path: Optional[str], cfg=None):
     return GatesConfig(), "built-in production thresholds"
 
 
-def _thresholds(ws, gates: Optional[str], config: Optional[str]):
-    """The gates config the validate commands judge by (and say which file it came from)."""
-    g, source = _gates(ws, gates, _run_config(ws, config))
+def _judged(gates: Optional[str], config: Optional[str]):
+    """_opened's (workspace, run config or None, settings) and the gates config a validate command judges by;
+    says which file that is."""
+    ws, cfg, run = _opened(config)
+    g, source = _gates(ws, gates, cfg)
     typer.echo(f"thresholds: {source}")
-    return g
+    return ws, cfg, run, g
 
 
 def _custom_tasks(ws, cfg, source: Optional[list[str]], verifier: Optional[str], task: Optional[str],
@@ -55,7 +79,8 @@ def _custom_tasks(ws, cfg, source: Optional[list[str]], verifier: Optional[str],
     import re
 
     from rc1.config.load import validate
-    from rc1.config.schema import TASK_NAME, TaskSection, task_name_problem
+    from rc1.config.names import TASK_NAME, task_name_problem
+    from rc1.config.schema import TaskSection
     from rc1.data.generic import task_name_for
     from rc1.runtime.errors import ConfigError
 
@@ -90,7 +115,7 @@ def _mix_and_tasks(ws, cfg, specs: dict, mix: Optional[str], single: Optional[st
     elif cfg is not None:
         chosen = dict(cfg.datasets.mix)
     else:
-        chosen = parse_mix(DEFAULT_MIX)
+        chosen = dict(DEFAULT_MIX)
     tasks = load_tasks(ws, specs, names=[t for t, w in chosen.items() if t in specs and w > 0])
     if cfg is not None:  # the run's eval must find its held-out items
         from rc1.data.generic import check_heldout_sizes
@@ -122,15 +147,18 @@ def register(app: typer.Typer) -> None:
     def build_pool(
         n: Annotated[Optional[int], typer.Option("--n", help="number of items (default 30000; a mix of custom tasks "
                                                            "only: all their training items)")] = None,
-        mix: Annotated[Optional[str], typer.Option(help=f"task mix TASK:W,... (sums to 1); default {DEFAULT_MIX}, or "
-                                                       "the custom task alone, or the --config's datasets.mix")] = None,
-        max_turns: Annotated[int, typer.Option("--max-turns", "--max_turns", help="turn budget per episode")] = 6,
-        clarify_rate: Annotated[float, typer.Option("--clarify-rate", "--clarify_rate", help="share of clarify items")] = 0.30,
-        tools: Annotated[str, typer.Option(help="tools the model may call")] = "wiki,calc",
-        templates_dir: Annotated[str, typer.Option("--templates-dir", "--templates_dir", help="template pack")] = "templates/pack_v2",
-        seed: Annotated[int, typer.Option(help="seed (same seed -> byte-identical file)")] = 20250821,
-        out: Annotated[Optional[str], typer.Option(help="output JSONL (workspace-relative; default pool.out of --config, "
-                                                       "else data/rollouts/rc1_seed.jsonl)")] = None,
+        mix: Annotated[Optional[str], typer.Option(help=MIX_HELP)] = None,
+        max_turns: Annotated[Optional[int], typer.Option("--max-turns", "--max_turns", help="turn budget per episode "
+                                                                                            "(default pool.max_turns)")] = None,
+        clarify_rate: Annotated[Optional[float], typer.Option("--clarify-rate", "--clarify_rate",
+                                                              help="share of clarify items (default pool.clarify_rate)")] = None,
+        tools: Annotated[Optional[str], typer.Option(help="tools the model may call (default pool.tools)")] = None,
+        templates_dir: Annotated[Optional[str], typer.Option("--templates-dir", "--templates_dir",
+                                                             help="template pack (default pool.templates_dir)")] = None,
+        seed: Annotated[Optional[int], typer.Option(help="seed (same seed -> byte-identical file; default "
+                                                         "pool.seed)")] = None,
+        out: Annotated[Optional[str], typer.Option(help="output JSONL (workspace-relative; default pool.out; with "
+                                                       "--version v1: pool.v1_pool, else data/rollouts/rc1_v1.jsonl)")] = None,
         version: Annotated[str, typer.Option(help="v2 (current) or v1 (the previous, simpler generator)")] = "v2",
         source: Annotated[Optional[list[str]], typer.Option(help="TASK=FILE|HUB_NAME[:CONFIG]: real records of a built-in "
                                                                  "task instead of generated ones; with --verifier: a "
@@ -142,7 +170,7 @@ def register(app: typer.Typer) -> None:
                                                               "(default 0.2); never in the pool")] = None,
         config: Annotated[Optional[str], typer.Option("--config", "-c", help=CONFIG_HELP)] = None,
         shadow: Annotated[Optional[str], typer.Option(help="held-out set the pool must not share an item with (default: "
-                                                           "data.shadow_path of --config, else data/shadow_eval_245.jsonl)")] = None,
+                                                           "data.shadow_path)")] = None,
     ) -> None:
         """Build the seed pool (deterministic per seed): generated items of the built-in tasks, and/or the
         training items of custom tasks (--source FILE --verifier NAME, or --config)."""
@@ -151,15 +179,12 @@ def register(app: typer.Typer) -> None:
         from rc1.data.sources import load_source
         from rc1.runtime.errors import ConfigError
 
-        ws = workspace()
-        cfg = _run_config(ws, config)
+        ws, cfg, run = _opened(config)
         specs, single = _custom_tasks(ws, cfg, source, verifier, task, heldout)
         mix_d, tasks = _mix_and_tasks(ws, cfg, specs, mix, single)
-        if n is None and cfg is not None and "n" in cfg.pool.model_fields_set:
-            n = cfg.pool.n
-        if n is None:
+        if n is None and "n" not in run.pool.model_fields_set:  # unset: a custom-only mix takes all its items
             generated = any(t not in tasks and w > 0 for t, w in mix_d.items())
-            n = 30000 if generated else int(min(len(tasks[t].train) / w for t, w in mix_d.items() if w > 0) + 1e-9)
+            n = run.pool.n if generated else int(min(len(tasks[t].train) / w for t, w in mix_d.items() if w > 0) + 1e-9)
         sources = None
         if source and verifier is None:
             sources = {}
@@ -170,18 +195,20 @@ def register(app: typer.Typer) -> None:
                                       "(a custom task file goes with --verifier NAME)")
                 path = ws.path(where)
                 sources[name] = load_source(name, str(path) if path.exists() else where)
-        params = BuildParams(n=n, mix=mix_d, max_turns=max_turns, clarify_rate=clarify_rate, tools=tools,
-                             templates_dir=ws.path(templates_dir), seed=seed, sources=sources,
-                             levels=dict(cfg.pool.levels) if cfg is not None and cfg.pool.levels else None)
-        out = out or (cfg.pool.out if cfg is not None else POOL)
-        info = build_pool_file(ws, params, out, version=version, tasks=tasks,
-                               heldout=shadow or (cfg.data.shadow_path if cfg is not None else SHADOW_SET))
+        pool = run.pool
+        params = BuildParams(n=_or(n, pool.n), mix=mix_d, max_turns=_or(max_turns, pool.max_turns),
+                             clarify_rate=_or(clarify_rate, pool.clarify_rate), tools=_or(tools, pool.tools),
+                             templates_dir=ws.path(_or(templates_dir, pool.templates_dir)), seed=_or(seed, pool.seed),
+                             sources=sources, levels=dict(pool.levels) or None)
+        out = out or ((pool.v1_pool or V1_POOL) if version == "v1" else pool.out)
+        info = build_pool_file(ws, params, out, version=version, tasks=tasks, heldout=shadow or run.data.shadow_path)
         typer.echo(f"wrote {info['path']} ({info['n']} items, {info['version']}, {info['seconds']} s, "
                    f"{info['workers']} worker(s)) sha256 {info['sha256']}")
 
     @data.command("make-min")
     def make_min(
-        templates_dir: Annotated[str, typer.Option("--templates-dir", help="template pack")] = "templates/pack_v2",
+        templates_dir: Annotated[Optional[str], typer.Option("--templates-dir", help="template pack (default "
+                                                                                    "pool.templates_dir)")] = None,
         seed: Annotated[int, typer.Option(help="seed")] = 20250823,
         n_train: Annotated[int, typer.Option(help="train items (>= 100)", min=100)] = 120,
         n_eval: Annotated[int, typer.Option(help="eval items (>= 30)", min=30)] = 40,
@@ -192,10 +219,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """data/train_min.jsonl and data/eval_min.jsonl from the pool builder; with --config of a run on custom
         tasks, that run's dev split from its own items."""
-        from rc1.data.pipeline import make_min as run
+        from rc1.data.pipeline import make_min as make_min_files
 
-        ws = workspace()
-        cfg = _run_config(ws, config)
+        ws, cfg, run = _opened(config)
         if cfg is not None and all(t in cfg.datasets.tasks for t, w in cfg.datasets.mix.items() if w > 0):
             from rc1.data.generic import dev_split
             from rc1.data.io import write_jsonl
@@ -209,7 +235,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"wrote {ev.path} ({len(items)} items: the dev split, from the training items of "
                        f"{', '.join(sorted(tasks))}) sha256 {ev.sha256}")
             return
-        info = run(ws, templates_dir, seed, n_train, n_eval)
+        info = make_min_files(ws, templates_dir or run.pool.templates_dir, seed, n_train, n_eval)
         for v in info.values():
             typer.echo(f"wrote {v['path']} ({v['n']} items) sha256 {v['sha256']}")
 
@@ -237,15 +263,14 @@ def register(app: typer.Typer) -> None:
     def shadow_set(
         n: Annotated[Optional[int], typer.Option("--n", help="items (default 245; a mix of custom tasks only: all "
                                                            "their held-out items)")] = None,
-        seed: Annotated[int, typer.Option(help="seed")] = 20250820,
+        seed: Annotated[Optional[int], typer.Option(help="seed (default pool.shadow_seed)")] = None,
         stratify: Annotated[bool, typer.Option("--stratify/--no-stratify", help="stratify by task x difficulty")] = True,
-        out: Annotated[Optional[str], typer.Option(help="output JSONL (default data.shadow_path of --config, else "
-                                                       "data/shadow_eval_245.jsonl)")] = None,
+        out: Annotated[Optional[str], typer.Option(help="output JSONL (default data.shadow_path)")] = None,
         manifest: Annotated[str, typer.Option(help="manifest JSON")] = SHADOW_MANIFEST,
-        templates_dir: Annotated[str, typer.Option("--templates-dir", help="template pack")] = "templates/pack_v2",
-        base: Annotated[Optional[str], typer.Option(help="base model whose tokenizer measures length")] = None,
-        mix: Annotated[Optional[str], typer.Option(help=f"task mix TASK:W,...; default {DEFAULT_MIX}, or the custom "
-                                                       "task alone, or the --config's datasets.mix")] = None,
+        templates_dir: Annotated[Optional[str], typer.Option("--templates-dir", help="template pack (default "
+                                                                                    "pool.templates_dir)")] = None,
+        base: BaseOpt = None,
+        mix: Annotated[Optional[str], typer.Option(help=MIX_HELP)] = None,
         source: Annotated[Optional[list[str]], typer.Option(help="with --verifier: a custom task file; its held-out "
                                                                  "items make the set")] = None,
         verifier: Annotated[Optional[str], typer.Option(help="the custom task's verifier")] = None,
@@ -253,79 +278,91 @@ def register(app: typer.Typer) -> None:
         heldout: Annotated[Optional[float], typer.Option(help="share of the task file held out (default 0.2)")] = None,
         config: Annotated[Optional[str], typer.Option("--config", "-c", help=CONFIG_HELP)] = None,
         pool: Annotated[Optional[str], typer.Option(help="training pool the set must not share an item with (default: "
-                                                         "pool.out of --config, else data/rollouts/rc1_seed.jsonl)")] = None,
+                                                         "pool.out)")] = None,
     ) -> None:
         """Materialise the shadow eval set with a manifest and sha256 (custom tasks: their held-out items)."""
         from rc1.data.pipeline import make_shadow_set
         from rc1.runtime.errors import ConfigError
 
-        ws = workspace()
         if source and verifier is None:
             raise ConfigError("--source FILE goes with --verifier NAME (a custom task file)")
-        cfg = _run_config(ws, config)
+        ws, cfg, run = _opened(config)
         specs, single = _custom_tasks(ws, cfg, source, verifier, task, heldout)
         mix_d, tasks = _mix_and_tasks(ws, cfg, specs, mix, single)
-        if n is None and cfg is not None and "shadow_n" in cfg.pool.model_fields_set:
-            n = cfg.pool.shadow_n
-        out = out or (cfg.data.shadow_path if cfg is not None else SHADOW_SET)
-        info = make_shadow_set(ws, n=n, seed=seed, stratify=stratify, out=out, manifest=manifest,
-                               templates_dir=templates_dir, base=base, mix=mix_d, tasks=tasks,
-                               pool=pool or (cfg.pool.out if cfg is not None else POOL))
+        if n is None and "shadow_n" in run.pool.model_fields_set:  # unset: the set's own default (all held-out items)
+            n = run.pool.shadow_n
+        out = out or run.data.shadow_path
+        info = make_shadow_set(ws, n=n, seed=_or(seed, run.pool.shadow_seed), stratify=stratify, out=out,
+                               manifest=manifest, templates_dir=_or(templates_dir, run.pool.templates_dir),
+                               base=_base(cfg, base), mix=mix_d, tasks=tasks, pool=pool or run.pool.out)
         typer.echo(f"wrote {info['path']} ({info['n']} items) sha256 {info['sha256']}; manifest {manifest}")
         for task, cells in sorted(info["strata"].items()):
             typer.echo(f"  {task}: " + ", ".join(f"{b} {c}" for b, c in sorted(cells.items())))
 
     @data.command("validate-pool")
     def validate_pool(
-        pool: Annotated[str, typer.Argument(help="pool JSONL")],
-        shadow: Annotated[str, typer.Option(help="shadow eval set (leak check)")] = SHADOW_SET,
-        v1: Annotated[str, typer.Option("--v1", help="previous (v1) pool for the 3-gram KL check")] = V1_POOL,
+        pool: Annotated[Optional[str], typer.Argument(help="pool JSONL (default pool.out)")] = None,
+        shadow: Annotated[Optional[str], typer.Option(help="shadow eval set (leak check; default data.shadow_path)")] = None,
+        v1: Annotated[Optional[str], typer.Option("--v1", help="previous (v1) pool for the 3-gram KL check (default "
+                                                               "pool.v1_pool, else data/rollouts/rc1_v1.jsonl)")] = None,
         report: Annotated[str, typer.Option(help="report JSON")] = DIVERSITY_REPORT,
         gates: GatesOpt = None,
-        base: Annotated[Optional[str], typer.Option(help="base model whose tokenizer measures length")] = None,
+        base: BaseOpt = None,
         config: GatedConfigOpt = None,
     ) -> None:
         """Diversity, duplicates, length, mix and leak checks; exit 3 if any fails."""
         from rc1.data.pipeline import validate_pool_file
 
-        ws = workspace()
-        g = _thresholds(ws, gates, config)
-        rep = validate_pool_file(ws, pool, shadow=shadow, v1=v1, report=report, th=g.pool, base=base)
+        ws, cfg, run, g = _judged(gates, config)
+        rep = validate_pool_file(ws, pool or run.pool.out, shadow=shadow or run.data.shadow_path,
+                                 v1=v1 or run.pool.v1_pool or V1_POOL, report=report, th=g.pool, base=_base(cfg, base))
         _finish(rep, "pool", report)
 
     @diff.command("metrics")
     def metrics(
-        in_: Annotated[str, typer.Option("--in", help="pool JSONL")] = POOL,
-        out: Annotated[str, typer.Option(help="metrics JSONL")] = POOL_METRICS,
-        base: Annotated[Optional[str], typer.Option(help="base model whose tokenizer measures length")] = None,
+        in_: Annotated[Optional[str], typer.Option("--in", help="pool JSONL (default pool.out)")] = None,
+        out: Annotated[Optional[str], typer.Option(help="metrics JSONL (default: beside the pool, "
+                                                       "<pool>.metrics.jsonl)")] = None,
+        base: BaseOpt = None,
+        config: PoolConfigOpt = None,
     ) -> None:
         """Per-item difficulty metrics and bucket."""
         from rc1.data.pipeline import difficulty_metrics_file
 
-        info = difficulty_metrics_file(workspace(), in_, out, base=base)
+        ws, cfg, run = _opened(config)
+        pool = in_ or run.pool.out
+        info = difficulty_metrics_file(ws, pool, out or metrics_path_for(pool), base=_base(cfg, base))
         typer.echo(f"wrote {info['path']} ({info['n']} items; tokenizer {info['tokenizer']}) sha256 {info['sha256']}")
 
     @diff.command("bucketize")
     def bucketize(
-        metrics_path: Annotated[str, typer.Option("--metrics", help="metrics JSONL")] = POOL_METRICS,
-        target: Annotated[str, typer.Option(help="bucket shares per task")] = "easy:0.25,medium:0.45,hard:0.30",
-        seed: Annotated[int, typer.Option(help="resampling seed")] = 20250821,
-        out: Annotated[str, typer.Option(help="balanced pool JSONL")] = BALANCED_POOL,
+        metrics_path: Annotated[Optional[str], typer.Option("--metrics", help="metrics JSONL (default: beside "
+                                                                              "pool.out)")] = None,
+        target: Annotated[Optional[str], typer.Option(help="bucket shares per task (default "
+                                                          "pool.difficulty_target)")] = None,
+        seed: Annotated[Optional[int], typer.Option(help="resampling seed (default pool.seed)")] = None,
+        out: Annotated[Optional[str], typer.Option(help="balanced pool JSONL (default seed_pool)")] = None,
         mix: Annotated[Optional[str], typer.Option(help="task shares the balanced pool keeps, e.g. "
-                                                        "'hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25' (default: none)")] = None,
+                                                        "'hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25' (default: the "
+                                                        "--config's datasets.mix, else none)")] = None,
+        config: PoolConfigOpt = None,
     ) -> None:
         """Balanced resampling per task to the target bucket shares (and, with --mix, to the task shares)."""
         from rc1.data.pipeline import bucketize_file
 
-        info = bucketize_file(workspace(), metrics_path, out, target=target, seed=seed, mix=mix)
+        ws, cfg, run = _opened(config)
+        info = bucketize_file(ws, metrics_path or metrics_path_for(run.pool.out), out or run.seed_pool,
+                              target=_or(target, run.pool.difficulty_target), seed=_or(seed, run.pool.seed),
+                              mix=mix or (dict(cfg.datasets.mix) if cfg is not None else None))
         typer.echo(f"wrote {info['path']} ({info['n']} items) sha256 {info['sha256']}")
         for task, s in info["balance"].items():
             typer.echo(f"  {task}: kept {s['kept']} of {s['available']}")
 
     @diff.command("validate")
     def validate(
-        metrics_path: Annotated[str, typer.Option("--metrics", help="metrics JSONL")] = POOL_METRICS,
-        balanced: Annotated[str, typer.Option(help="balanced pool JSONL")] = BALANCED_POOL,
+        metrics_path: Annotated[Optional[str], typer.Option("--metrics", help="metrics JSONL (default: beside "
+                                                                              "pool.out)")] = None,
+        balanced: Annotated[Optional[str], typer.Option(help="balanced pool JSONL (default seed_pool)")] = None,
         report: Annotated[str, typer.Option("--out", "--report", help="report JSON")] = DIFFICULTY_REPORT,
         gates: GatesOpt = None,
         config: GatedConfigOpt = None,
@@ -333,7 +370,7 @@ def register(app: typer.Typer) -> None:
         """Difficulty shares and bounds of the round 1 table; exit 3 if any fails."""
         from rc1.data.pipeline import validate_difficulty_file
 
-        ws = workspace()
-        g = _thresholds(ws, gates, config)
-        rep = validate_difficulty_file(ws, metrics_path, balanced, report=report, th=g.difficulty)
+        ws, cfg, run, g = _judged(gates, config)
+        rep = validate_difficulty_file(ws, metrics_path or metrics_path_for(run.pool.out), balanced or run.seed_pool,
+                                       report=report, th=g.difficulty)
         _finish(rep, "difficulty", report)

@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
                                                                          "(then best/ is not updated)")] = False,
     ) -> None:
         """Greedy episodes of the base model and the trained run(s) on the held-out set and the dev split →
-        reports/ppo_eval_<ts>.json; best/ is chosen on the dev split."""
+        reports/eval_<ts>.json; best/ is chosen on the dev split."""
         from rc1.config.load import load_train_config
         from rc1.eval.harness import HELDOUT, run_eval, run_view
         from rc1.runtime.logs import setup_logging
@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """(Re)build reports/rc1/rc1_report.md with its PNG plots from the JSON reports."""
         from rc1.config.load import load_train_config
-        from rc1.report import build_report
+        from rc1.report.build import build_report
 
         ws = workspace().ensure()
         cfg = load_train_config(config, ws) if config else None
@@ -107,6 +107,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run one expansion stage with its before/after checks (no state change); exit 3 when a check fails."""
         from rc1.config.load import load_run_gates, load_train_config
+        from rc1.data.expansion import builder
         from rc1.gates.base import GateContext
         from rc1.gates.registry import run_area
         from rc1.runtime.errors import ConfigError, GateRefused
@@ -116,8 +117,9 @@ def register(app: typer.Typer) -> None:
         gates = load_run_gates(cfg, ws)
         if stage not in gates.scale.stages:
             raise ConfigError(f"--stage {stage!r}: unknown stage; known: {', '.join(gates.scale.stages)}")
+        # this command owns the expansion: it hands the gate the builder (the gate itself only reads and measures)
         ctx = GateContext(ws=ws, gates=gates, round=stage, config=cfg, config_path=ws.path(config),
-                          extras={"progress": lambda m: typer.echo(f"  {m}")})
+                          extras={"progress": lambda m: typer.echo(f"  {m}"), "expand": builder(ws, cfg, gates.pool)})
         res = run_area("scale", ctx)
         print_checks([res])
         if not res.passed:

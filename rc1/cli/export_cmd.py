@@ -19,7 +19,8 @@ BEST = "best"
 
 def resolve_export_checkpoint(ws: "Workspace", cfg: "TrainConfig", spec: str) -> Path:
     """'best' (the newest copy in <run>/best/ for cfg.eval.metric), 'latest', a run or a step directory; verified."""
-    from rc1.eval.harness import best_index, resolve_checkpoint
+    from rc1.eval.best import best_index
+    from rc1.eval.loading import resolve_checkpoint
 
     if spec == BEST:
         entries = [e for e in best_index(ws, cfg.checkpoint_dir) if e.get("metric") == cfg.eval.metric]
@@ -53,7 +54,7 @@ def register(app: typer.Typer) -> None:
 
         import torch
 
-        from rc1.eval.harness import load_checkpoint_model
+        from rc1.eval.loading import load_checkpoint_model
         from rc1.models.export import export_gguf
 
         typer.echo(f"loading {ws.rel(ckpt)} (base {cfg.model.base})")

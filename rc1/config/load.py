@@ -11,7 +11,9 @@ from typing import Iterable, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rc1.config.schema import GatesConfig, TrainConfig, WeightsFile
+from rc1.config.gates import GatesConfig
+from rc1.config.schema import TrainConfig
+from rc1.config.weights import WeightsFile
 from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import sha256_json

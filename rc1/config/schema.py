@@ -1,29 +1,21 @@
-"""Strict schemas for every config rc1 reads.
+"""The run (train) config's schema: TrainConfig and its sections.
 
-`extra="forbid"` everywhere: an unknown or misspelled key is an error, reported with its dotted
-path together with every other error in the file (see `rc1.config.load`).
+The gates config is rc1.config.gates, the reward weights file rc1.config.weights, and the names all of
+them validate against (tasks, verifiers, reward dimensions, the mix check) rc1.config.names.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Iterable, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from rc1.config import registry
+from rc1.config.names import (DEFAULT_DIFFICULTY_TARGET, DEFAULT_MIX, LADDER_LEVELS, REWARD_DIMENSIONS,
+                              RUBRIC_DIMENSIONS, check_mix, known_dimensions, task_name_problem, verifier_problem)
+from rc1.config.strict import Strict
 from rc1.runtime import layout
 
-TASKS = ("hotpotqa", "strategyqa", "gsm8k")   # the built-in tasks; custom ones are declared in datasets.tasks
-TASK_NAME = r"^[a-z][a-z0-9_]{0,39}$"
-# Verifier names; rc1.envs.verifiers implements them (a test keeps the two in step). The built-in
-# tasks are instances of the named verifiers.
-VERIFIER_NAMES = ("numeric", "exact", "f1", "yes_no", "choice")
-# Levels of each built-in task's difficulty ladder (0 .. n-1; what each level is: rc1.data.ladder.LADDER).
-LADDER_LEVELS = {"gsm8k": 8, "hotpotqa": 6, "strategyqa": 6}
-TASK_VERIFIERS = {"gsm8k": "numeric", "hotpotqa": "f1", "strategyqa": "yes_no"}
-PYTHON_VERIFIER = re.compile(r"^python:([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*)$")
-BUCKETS = ("easy", "medium", "hard")
 # Names come from rc1.config.registry: the one table of engines, strategies and callbacks.
 EngineName = Literal[tuple(registry.ENGINES) + tuple(registry.SEED_ALIASES)]  # type: ignore[valid-type]
 StrategyName = Literal[tuple(registry.STRATEGIES)]  # type: ignore[valid-type]
@@ -31,61 +23,6 @@ CallbackName = Literal[tuple(registry.CALLBACKS)]  # type: ignore[valid-type]
 LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-def verifier_problem(spec: str) -> str | None:
-    """Why `spec` is not a verifier name (syntax only: nothing is imported here), or None."""
-    if spec in VERIFIER_NAMES or PYTHON_VERIFIER.match(spec):
-        return None
-    if spec.startswith("python:"):
-        return f"{spec!r} is not python:MODULE:FUNCTION (e.g. python:my_verifiers:check)"
-    return f"unknown verifier {spec!r}; named verifiers: {', '.join(VERIFIER_NAMES)}, or python:MODULE:FUNCTION"
-
-
-def task_name_problem(name: str) -> str | None:
-    """Why `name` cannot name a custom task, or None."""
-    if name in TASKS:
-        return f"{name!r} is a built-in task; name a custom task otherwise"
-    if name in (*BUCKETS, "all"):  # report keys: success_<bucket>, clarification["all"]
-        return f"task name {name!r} is reserved; choose another"
-    if not re.match(TASK_NAME, name):
-        return f"task name {name!r}: use lowercase letters, digits and _ (starting with a letter, at most 40)"
-    return None
-
-
-def known_dimensions(by_dimension: dict) -> dict:
-    """`by_dimension` unchanged when every key is a reward dimension; else ValueError naming the unknown ones."""
-    unknown = sorted(set(by_dimension) - set(REWARD_DIMENSIONS))
-    if unknown:
-        raise ValueError(f"unknown reward dimension(s) {unknown}; known: {list(REWARD_DIMENSIONS)}")
-    return by_dimension
-
-
-def task_order(names: Iterable[str]) -> list[str]:
-    """Task names in report order: the built-in tasks first (in TASKS order), then custom ones sorted."""
-    names = set(names)
-    return [t for t in TASKS if t in names] + sorted(names - set(TASKS))
-
-
-def _check_mix(mix: dict[str, float], custom: Iterable[str] | None = ()) -> dict[str, float]:
-    """Weights >= 0 summing to 1 over known tasks. `custom=None`: the custom tasks failed validation
-    themselves (already reported), so names are not judged."""
-    known = task_order([*TASKS, *(custom or ())])
-    unknown = sorted(set(mix) - set(known))
-    if unknown and custom is not None:
-        raise ValueError(f"unknown task(s) {unknown}; known: {known} (a custom task is declared under "
-                         "datasets.tasks of the run config)")
-    if any(v < 0 for v in mix.values()):
-        raise ValueError("mix weights must be >= 0")
-    total = sum(mix.values())
-    if abs(total - 1.0) > 1e-6:
-        raise ValueError(f"mix must sum to 1 (got {total:.6g})")
-    return mix
-
-
-# ----------------------------------------------------------------------------- training config
 class RunSection(Strict):
     name: str = Field("local", pattern=r"^[A-Za-z0-9_.-]+$", description="run name; checkpoints/<name>/")
     seed: int = 20250823
@@ -188,13 +125,6 @@ class StrategySection(Strict):
 class PenaltySection(Strict):
     alpha: float = Field(0.07, ge=0)
     cap: int = Field(3, ge=0)
-
-
-REWARD_DIMENSIONS = ("correctness", "reasoning", "grounding", "clarity", "conciseness", "format",
-                     "clarification")
-# What hybrid scoring asks the judge: the dimensions no rule can verify (correctness comes from the verifiers,
-# format and conciseness are counted).
-RUBRIC_DIMENSIONS = ("reasoning", "grounding", "clarity", "clarification")
 
 
 class RewardSection(Strict):
@@ -358,7 +288,7 @@ class TaskSection(Strict):
 class DatasetsSection(Strict):
     # `tasks` first: the mix validator reads the custom task names from it.
     tasks: dict[str, TaskSection] = Field(default_factory=dict, description="custom tasks by name (usable in mix)")
-    mix: dict[str, float] = Field(default_factory=lambda: {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25})
+    mix: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_MIX))
 
     @field_validator("tasks")
     @classmethod
@@ -372,7 +302,7 @@ class DatasetsSection(Strict):
     @field_validator("mix")
     @classmethod
     def _mix(cls, v: dict[str, float], info: ValidationInfo) -> dict[str, float]:
-        return _check_mix(v, info.data["tasks"].keys() if "tasks" in info.data else None)
+        return check_mix(v, info.data["tasks"].keys() if "tasks" in info.data else None)
 
 
 class PoolSection(Strict):
@@ -388,7 +318,7 @@ class PoolSection(Strict):
     v1_pool: str | None = Field(None, description="previous pool for the 3-gram KL check; default: a v1 pool rc1 builds")
     shadow_n: int = Field(245, ge=1)
     shadow_seed: int = 20250820
-    difficulty_target: dict[str, float] = Field(default_factory=lambda: {"easy": 0.25, "medium": 0.45, "hard": 0.30})
+    difficulty_target: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_DIFFICULTY_TARGET))
     levels: dict[str, tuple[int, int]] = Field(
         default_factory=dict, description="ladder level range [lowest, highest] per built-in task (rc1.data.ladder); "
                                           "a task not named keeps today's easy / medium / hard generator")
@@ -792,198 +722,3 @@ class TrainConfig(Strict):
     @property
     def checkpoint_dir(self) -> str:
         return self.run.output_dir or f"checkpoints/{self.run.name}"
-
-
-# ----------------------------------------------------------------------------- gates config
-def _context_tasks(info: ValidationInfo) -> Iterable[str]:
-    """Custom task names a gates config may use in its mixes: those of the run config that names it,
-    passed as validation context (rc1.config.load.load_gates_config(..., tasks=...))."""
-    return (info.context or {}).get("tasks", ())
-
-
-class PoolGate(Strict):
-    distinct2_min: float = Field(0.60, ge=0, le=1, description="mean distinct-2 over windows of distinct2_window items")
-    distinct2_window: int = Field(64, ge=2, description="items per window of the distinct-2 mean")
-    diversity_sample: int = Field(4096, ge=2, description="items (seeded sample) the windowed lexical statistics read")
-    kl3_min: float = Field(0.15, description="3-gram KL(pool || v1) minus the pool's split-half KL, nats (tiny test pools may need < 0)")
-    kl_sample: int = Field(2048, ge=1, description="items in each pool half and in the v1 sample of the KL check")
-    roles_min: int = Field(4, ge=0)
-    styles_min: int = Field(3, ge=0)
-    dup_max_pct: float = Field(2.0, ge=0, le=100)
-    near_dup_jaccard: float = Field(0.9, gt=0, le=1, description="MinHash Jaccard at which two items are near-duplicates")
-    len_min: int = Field(64, ge=0)
-    len_max: int = Field(4096, ge=1)
-    leak_ngram: int = Field(5, ge=1)
-    leak_sim_max: float = Field(0.85, gt=0, le=1, description="no pool item may reach this similarity to a shadow item")
-    mix: dict[str, float] = Field(default_factory=lambda: {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25})
-    mix_tol_pp: float = Field(3.0, ge=0)
-    min_items: int = Field(1, ge=1)
-
-    _mix = field_validator("mix")(classmethod(lambda cls, v, info: _check_mix(v, _context_tasks(info))))
-
-
-class DifficultyGate(Strict):
-    hard_min: float = Field(0.30, ge=0, le=1)
-    easy_max: float = Field(0.30, ge=0, le=1)
-    len_max: int = Field(3500, ge=1)
-    turns_max: int = Field(8, ge=1)
-    tool_hops_max: int = Field(8, ge=0)
-    clue_overlap_hard_median_max: float = Field(0.20, ge=0, le=1)
-    clue_overlap_easy_median_min: float = Field(0.40, ge=0, le=1)
-    clue_overlap_easy_max: float = Field(0.65, ge=0, le=1)
-    clue_overlap_hard_min: float = Field(0.10, ge=0, le=1)
-    outcome_gap_min_pp: float = Field(
-        0.0, description="base-model success on easy minus hard dev items (pp, task-stratified): the CI's lower "
-                         "bound must exceed this, i.e. hard must be measurably harder")
-    outcome_confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of that CI")
-    outcome_min_successes: int = Field(
-        5, ge=1, description="fewer successes among the easy and hard answers: not measurable")
-
-
-class RewardGate(Strict):
-    weight_max: float = Field(0.5, gt=0, le=1)
-    sum_tol: float = Field(1e-6, gt=0)
-    require_overclar_penalty: bool = True
-
-
-class ScorerGate(Strict):
-    probe_n: int = Field(8, ge=1, description="probe items per task (each: a correct and two wrong responses)")
-    auc_min: float = Field(0.80, ge=0, le=1, description="judge discrimination: the AUC CI's lower bound must reach this")
-    auc_confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of the AUC's bootstrap CI")
-    window: int = Field(100, ge=1, description="billable usage and cache rate are read over the last N scores")
-    cache_hit_lt_round1: float = Field(0.90, gt=0, le=1)
-    cache_hit_lt_round2: float = Field(0.95, gt=0, le=1)
-    require_live: bool = True
-
-
-class RunConfigGate(Strict):
-    simulate: bool = False
-    live_mode: bool = True
-    min_steps: int = Field(50000, ge=1)
-    target_kl_min: float = Field(0.02, ge=0)
-    target_kl_max: float = Field(0.05, gt=0)
-    min_seeds: int = Field(3, ge=1)
-    finetune_method: Literal["full", "lora", "qlora"] | None = "qlora"
-    mix: dict[str, float] = Field(default_factory=lambda: {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25})
-    mix_tol_pp: float = Field(3.0, ge=0)
-
-    _mix = field_validator("mix")(classmethod(lambda cls, v, info: _check_mix(v, _context_tasks(info))))
-
-
-class LearningSignalGate(Strict):
-    min_prompts: int = Field(8, ge=1, description="training prompts the base policy is rolled out on")
-    pass_rate_min: float = Field(0.0, ge=0, le=1, description="base pass rate must be above this (0: any success)")
-    pass_at_k_min: float = Field(0.1, ge=0, le=1, description="prompts with >= 1 correct episode among num_generations")
-    truncation_max: float = Field(0.5, ge=0, le=1)
-    no_signal_max: float = Field(0.95, ge=0, le=1, description="groups whose successes are all equal")
-    informative_groups_min: float = Field(
-        0.0, ge=0, description="expected groups with a correctness signal over the whole run (steps x prompts per "
-                               "step x the Wilson 95% lower bound of the measured informative share) must reach this")
-
-
-class TrainingDoneGate(Strict):
-    kl_tolerance: float = Field(1.5, ge=1, description="the run's last-window mean KL may exceed target_kl by this factor")
-
-
-class ResourcesGate(Strict):
-    min_free_disk_gb: float = Field(50.0, ge=0)
-    memory_max_fraction: float = Field(
-        0.90, gt=0, le=1, description="a training step's estimated peak may use at most this share of the device's "
-                                      "memory (RAM on a CPU, GPU memory on CUDA, the MPS working set)")
-
-
-class ShadowRunGate(Strict):
-    tag: str = "pre_run_check"
-    spearman_min: float = Field(0.75, ge=-1, le=1)
-    top10_overlap_min: float = Field(0.70, ge=0, le=1)
-    corr_improve_pct_min: float = Field(10.0, description="on the lower bound of the improvement's CI")
-    confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of that CI")
-    # A correlation with task success measured on fewer solved (or failed) answers than this is not evidence.
-    min_outcomes: int = Field(5, ge=1, description="successes and failures each needed among the scored responses")
-
-
-class CalibrationGate(Strict):
-    rank_corr_improve_pct_min: float = Field(8.0, description="on the lower bound of the improvement's CI")
-    mae_reduce_pct_min: float = Field(5.0, description="on the lower bound of the reduction's CI")
-    confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of those bootstrap CIs")
-
-
-class AblationGate(Strict):
-    overclar_rate_reduction_min: float = Field(0.20, ge=0, le=1)
-    success_drop_max_pp: float = Field(1.0, ge=0)
-
-
-class EvalGate(Strict):
-    """RC1 thresholds on held-out deltas (trained - base, paired items). Each is judged on the end of the
-    paired-bootstrap 95 % CI least favourable to the model; the point estimate is printed beside it."""
-
-    success_delta_pp_gt: float = Field(0.0, description="overall success delta: CI lower bound must exceed it (pp)")
-    vs_majority_pp_gt: float = Field(
-        0.0, description="trained success minus the majority-class baseline on the same items: CI lower bound must "
-                         "exceed it (pp)")
-    needs_clar_success_pp_min: float = 5.0
-    overclar_rel_reduction_min: float = Field(0.20, ge=0, le=1)
-    avg_turns_max_increase: float = Field(0.0, description="average turns delta: CI upper bound must not exceed it")
-    hard_success_pp_min: float = 5.0
-
-
-class ScaleGate(Strict):
-    stages: dict[str, int] = Field(default_factory=lambda: {"scale_1000": 1000, "scale_5000": 5000})
-    scorer_variance_max: float = Field(0.08, ge=0)
-    stability_items: int = Field(32, ge=1)
-
-
-class GatesConfig(Strict):
-    """Every threshold of SPEC §3. `profile` says which numbers these are, and reports repeat it."""
-
-    profile: Literal["production", "laptop"] = "production"
-    note: str = ""
-    not_measurable: Literal["block", "warn"] = Field(
-        "block", description="a check whose inputs cannot show a difference: block the transition (production) "
-                             "or warn (laptop profile)")
-    pool: PoolGate = Field(default_factory=PoolGate)
-    difficulty: DifficultyGate = Field(default_factory=DifficultyGate)
-    reward: RewardGate = Field(default_factory=RewardGate)
-    scorer: ScorerGate = Field(default_factory=ScorerGate)
-    run_config: RunConfigGate = Field(default_factory=RunConfigGate)
-    resources: ResourcesGate = Field(default_factory=ResourcesGate)
-    training_done: TrainingDoneGate = Field(default_factory=TrainingDoneGate)
-    learning_signal: LearningSignalGate = Field(default_factory=LearningSignalGate)
-    shadow_run: ShadowRunGate = Field(default_factory=ShadowRunGate)
-    calibration: CalibrationGate = Field(default_factory=CalibrationGate)
-    ablation: AblationGate = Field(default_factory=AblationGate)
-    eval: EvalGate = Field(default_factory=EvalGate)
-    scale: ScaleGate = Field(default_factory=ScaleGate)
-
-
-# ----------------------------------------------------------------------------- reward weights
-
-
-class PreviousWeights(Strict):
-    """The weights file a calibration replaced: kept beside it as <stem>.<sha12>.json."""
-
-    path: str                          # relative to the directory of the weights file
-    sha256: str
-
-
-class WeightsFile(Strict):
-    """configs/weights.json: non-negative weights over the reward dimensions, summing to 1."""
-
-    version: str = "v1"
-    weights: dict[str, float]
-    note: str = ""
-    previous: PreviousWeights | None = None
-
-    @field_validator("weights")
-    @classmethod
-    def _known(cls, v):
-        return known_dimensions(v)
-
-    def constraint_errors(self, max_weight: float = 0.5, tol: float = 1e-6) -> list[str]:
-        """Each broken constraint as 'weights.<key>: ...'. Kept separate from parsing so a gate can report them."""
-        errs = [f"weights.{k}: {w} is negative" for k, w in self.weights.items() if w < 0]
-        errs += [f"weights.{k}: {w} exceeds the maximum {max_weight}" for k, w in self.weights.items() if w > max_weight + tol]
-        total = sum(self.weights.values())
-        if abs(total - 1.0) > tol:
-            errs.append(f"weights: sum is {total:.9g}, must be 1 (±{tol:g})")
-        return errs

@@ -44,7 +44,7 @@ from rc1.state.table import forward_from
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.workspace import Workspace
 
-# action name -> (key, palette title, palette help)
+# action name -> (key, palette title, palette help): a table of strings like machine.sync.AREA_NEEDS, nothing shared
 ACTIONS: dict[str, tuple[str, str, str]] = {
     "run_next": ("p", "Run the next pipeline stage", "the next stage of `rc1 pipeline` that is not done, in the background"),
     "run_all": ("P", "Run all remaining pipeline stages", "every stage of `rc1 pipeline` not done yet, in order"),

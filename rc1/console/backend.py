@@ -31,14 +31,14 @@ class Unavailable(Rc1Error):
 
 # Reports the Reports screen shows: (tab title, path or glob; a glob picks the newest match).
 REPORTS: tuple[tuple[str, str], ...] = (
-    ("diversity", "reports/diversity_report.json"),
+    ("diversity", layout.DIVERSITY_REPORT),
     ("difficulty", layout.DIFFICULTY_REPORT),
     ("calibration", "reports/calibration_report_*.json"),
     ("shadow run", "reports/shadow_run_*.json"),
     ("over-clar ablation", "reports/overclar_ablation_*.json"),
     ("difficulty fit", layout.DIFFICULTY_FIT_REPORT),
-    ("eval", "reports/ppo_eval_*.json"),
-    ("RC1 report", "reports/rc1/rc1_report.md"),
+    ("eval", layout.EVAL_REPORTS),
+    ("RC1 report", layout.RC1_REPORT),
 )
 
 

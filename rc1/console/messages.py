@@ -1,5 +1,6 @@
 """Small dataclass messages that workers post back to the App (`post_message` is thread-safe;
-Textual's Message initialises itself in `__post_init__`, so dataclasses work as they are)."""
+Textual's Message initialises itself in `__post_init__`, so dataclasses work as they are). Their shapes repeat
+on purpose: Textual dispatches a message on its class, so each kind is its own small class."""
 
 from __future__ import annotations
 

@@ -169,7 +169,8 @@ def refused_gate_lines(ws) -> tuple[str | None, list[str]]:
     report = reports.get(gate)
     if report is None:
         return gate, [f"state stays {state}; gate {gate} wrote no report"]
-    from rc1.console.widgets.gate_checks import blocks, check_status, fmt_value
+    from rc1.console.widgets.gate_checks import blocks, check_status
+    from rc1.runtime.fmt import shown
 
     lines = [f"state stays {state}: gate {gate} refused"]
     for res in report.get("results", []):
@@ -177,7 +178,7 @@ def refused_gate_lines(ws) -> tuple[str | None, list[str]]:
             if not blocks(res, c):
                 continue
             st = check_status(c)
-            lines.append(f"✘ {res.get('gate', '?')}/{c.get('name')}: measured {fmt_value(c.get('measured'))}, "
+            lines.append(f"✘ {res.get('gate', '?')}/{c.get('name')}: measured {shown(c.get('measured'))}, "
                          f"threshold {c.get('threshold')}" + ("" if st == "fail" else f" [{st}]"))
             detail = str(c.get("detail") or "")
             if "fix:" in detail:

@@ -13,7 +13,7 @@ import the gates.)
 
 from __future__ import annotations
 
-from rc1.config.schema import BUCKETS, TASKS
+from rc1.config.names import BUCKETS, TASKS
 
 NO_PLAN = "no reference plan or transcript (a task file gives none)"
 NO_SUPPORT = "no supporting text (clue overlap compares the question with it)"

@@ -21,7 +21,7 @@ from collections import Counter
 
 import numpy as np
 
-from rc1.config.schema import BUCKETS, TASKS, task_order
+from rc1.config.names import BUCKETS, DEFAULT_DIFFICULTY_TARGET, TASKS, task_order
 from rc1.data import applicability as A
 from rc1.data import vocab as V
 from rc1.data.pool import parse_shares
@@ -31,7 +31,7 @@ from rc1.runtime.errors import ConfigError
 
 EASY_BELOW = 0.625
 HARD_FROM = 1.125
-DEFAULT_TARGET = {"easy": 0.25, "medium": 0.45, "hard": 0.30}
+DEFAULT_TARGET = DEFAULT_DIFFICULTY_TARGET
 METRIC_KEYS = ("len_tokens", "turns", "tool_hops", "entities", "ops_numeric", "connector_density",
                "coref_pronouns", "clue_overlap", "ambiguity_flags", "needs_clarification")
 # the seeds' table, as (dimension, easy if <= a, hard if >= b) on the measured value

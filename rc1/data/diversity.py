@@ -27,7 +27,7 @@ from typing import Iterable
 
 import numpy as np
 
-from rc1.config.schema import TASKS, task_order
+from rc1.config.names import TASKS, task_order
 from rc1.data import applicability as A
 from rc1.data.text import words
 from rc1.data.tokens import TokenCounter, get_counter, prompt_text

@@ -378,7 +378,9 @@ def gen_strategyqa(rng: random.Random, level: str) -> dict:
     region = V.place(rng)
     P = lambda k: V.pick(rng, k)  # noqa: E731
     ents = [region]
-    # facts: (literal, paraphrase); hard questions mention what a fact is about without its value
+    # facts: (literal, paraphrase); hard questions mention what a fact is about without its value. Each kind below
+    # fills the same frame (two facts, questions per level, a decomposition) with its own wording and draws: alike
+    # in shape by design, and a shared table would change the draws and so every generated pool
     if kind == "lifespan":
         a, b = rng.sample(_CREATURES, 2)
         la, lb = rng.randint(3, 80), rng.randint(3, 80)

@@ -38,7 +38,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from rc1.config.load import format_validation_error
-from rc1.config.schema import BUCKETS, TaskSection, task_name_problem
+from rc1.config.names import BUCKETS, task_name_problem
+from rc1.config.schema import TaskSection
 from rc1.envs.verifiers import as_verdict, gold_problem, resolve_verifier
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import sha256_file

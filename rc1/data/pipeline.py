@@ -13,7 +13,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from rc1.config.schema import BUCKETS, TASKS, DifficultyGate, PoolGate
+from rc1.config.gates import DifficultyGate, PoolGate
+from rc1.config.names import BUCKETS, DEFAULT_MIX, TASKS
 from rc1.data import difficulty as D
 from rc1.data import diversity as DV
 from rc1.data.generic import TaskData, check_disjoint
@@ -136,7 +137,7 @@ def make_shadow_set(ws: Workspace, *, n: int | None = 245, seed: int = 20250820,
     generated ones; n=None takes all of them (custom-only mix). A set that shares an item with the
     training pool file `pool` (when it exists) is refused."""
     custom = dict(tasks or {})
-    mix = parse_mix(mix or {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25}, custom=custom)
+    mix = parse_mix(mix or DEFAULT_MIX, custom=custom)
     custom_mix = {t: w for t, w in mix.items() if t not in TASKS and w > 0}
     if n is None:
         if any(t in TASKS and w > 0 for t, w in mix.items()):

@@ -15,7 +15,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rc1.config.schema import TASKS, task_order
+from rc1.config.names import DEFAULT_MIX, TASKS, check_mix, task_order
+from rc1.config.schema import PoolSection
 from rc1.data import generators as G
 from rc1.data import ladder as L
 from rc1.data.sources import mask_detail, normalize
@@ -24,7 +25,6 @@ from rc1.runtime.errors import ConfigError
 
 log = logging.getLogger("rc1.data")
 
-DEFAULT_MIX = {"hotpotqa": 0.45, "strategyqa": 0.30, "gsm8k": 0.25}
 KNOWN_TOOLS = ("wiki", "calc")
 # intended difficulty mix of generated items (balancing later resamples per task to the target)
 LEVEL_WEIGHTS = {"gsm8k": (0.28, 0.50, 0.22), "hotpotqa": (0.22, 0.30, 0.48), "strategyqa": (0.22, 0.28, 0.50)}
@@ -50,22 +50,15 @@ def parse_shares(text: str | dict, flag: str, form: str, not_a_number: str) -> d
 
 
 def parse_mix(text: str | dict, custom=()) -> dict[str, float]:
-    """'hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25' -> dict; unknown task / bad sum -> ConfigError.
+    """'hotpotqa:0.45,strategyqa:0.30,gsm8k:0.25' (or a mapping) -> dict, judged by the config's own mix check
+    (rc1.config.names.check_mix); unknown task / bad sum -> ConfigError naming --mix.
     `custom`: the custom task names the mix may use besides the built-in tasks."""
     mix = parse_shares(text, "--mix", "TASK:WEIGHT", "weight {val!r} of {name!r} is not a number")
-    known = task_order([*TASKS, *custom])
-    unknown = sorted(set(mix) - set(known))
-    if unknown:
-        raise ConfigError(f"--mix: unknown task(s) {unknown}; known: {known}"
-                          + ("" if custom else " (a custom task comes from --source FILE --verifier NAME or --config)"))
-    if not mix:
-        raise ConfigError("--mix is empty")
-    if any(v < 0 for v in mix.values()):
-        raise ConfigError("--mix: weights must be >= 0")
-    total = sum(mix.values())
-    if abs(total - 1.0) > 1e-6:
-        raise ConfigError(f"--mix must sum to 1 (got {total:.6g})")
-    return mix
+    try:
+        return check_mix(mix, custom, None if custom else "a custom task comes from --source FILE --verifier NAME "
+                                                          "or --config")
+    except ValueError as exc:
+        raise ConfigError(f"--mix: {exc}") from None
 
 
 def parse_tools(text: str | list[str]) -> list[str]:
@@ -86,15 +79,19 @@ def allocate(n: int, weights: dict[str, float]) -> dict[str, int]:
     return counts
 
 
+# The run config's pool section is where the build's defaults live; BuildParams reads them from it.
+_POOL = PoolSection()
+
+
 @dataclass
 class BuildParams:
-    n: int = 30000
+    n: int = _POOL.n
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
-    max_turns: int = 6
-    clarify_rate: float = 0.30
-    tools: list[str] = field(default_factory=lambda: ["wiki", "calc"])
-    templates_dir: str | Path = "templates/pack_v2"
-    seed: int = 20250821
+    max_turns: int = _POOL.max_turns
+    clarify_rate: float = _POOL.clarify_rate
+    tools: list[str] = field(default_factory=lambda: list(_POOL.tools))
+    templates_dir: str | Path = _POOL.templates_dir
+    seed: int = _POOL.seed
     space: str = "pool"
     id_prefix: str = "rc1"
     sources: dict[str, list[dict]] | None = None  # task -> normalised records (real data instead of generators)

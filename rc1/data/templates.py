@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rc1.config.load import format_validation_error
-from rc1.config.schema import TASKS
+from rc1.config.names import TASKS
 from rc1.runtime.errors import ConfigError
 
 SYSTEM_FIELDS = {"tools", "max_turns"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from rc1.config.schema import TASKS
+from rc1.config.names import TASKS
 from rc1.data.pool import BuildParams, allocate
 
 NAMES = ["Anna", "Ben", "Carl", "Dora", "Eva", "Finn", "Gina", "Hugo", "Iris", "Jack",

@@ -109,6 +109,7 @@ def org(rng: random.Random) -> str:
 
 # Phrase-level paraphrases (lower-case phrase -> alternatives), applied by `vary()` to question frames
 # and to non-supporting passage sentences, so two items built from one frame rarely share 5-grams.
+# A table of wordings: its entries look alike because they are data, not repeated logic.
 PARAPHRASES: dict[str, list[str]] = {
     "was founded by": ["was founded by", "was established by", "was set up by", "was started by", "was created by",
                        "owes its founding to", "was begun by"],
@@ -197,10 +198,9 @@ PARAPHRASES: dict[str, list[str]] = {
     "and later published": ["and later published", "and afterwards issued", "and went on to publish",
                             "and eventually released"],
     "moved to": ["moved to", "relocated to", "settled in", "went to live in"],
-    "where he met": ["where he met", "where he befriended", "where he worked with", "where he first saw",
-                     "and there corresponded with", "and there quarrelled with", "meeting there"],
-    "where she met": ["where she met", "where she befriended", "where she worked with", "where she first saw",
-                      "and there corresponded with", "and there quarrelled with", "meeting there"],
+    **{f"where {p} met": [f"where {p} met", f"where {p} befriended", f"where {p} worked with", f"where {p} first saw",
+                          "and there corresponded with", "and there quarrelled with", "meeting there"]
+       for p in ("he", "she")},
     "was elected to": ["was elected to", "joined", "became a member of", "was admitted to"],
     "it is known for its": ["it is known for its", "visitors remember its", "it is famous for its",
                             "guidebooks praise its", "it stands out for its"],

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, runtime_checkable
 
-from rc1.config.schema import REWARD_DIMENSIONS
+from rc1.config.names import REWARD_DIMENSIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path

@@ -282,7 +282,7 @@ class PurePTEngine:
         eval dtype (rc1.eval.harness.eval_dtype) is fp32, else the sampling model."""
         import torch
 
-        from rc1.eval.harness import eval_dtype
+        from rc1.eval.loading import eval_dtype
 
         if eval_dtype(self.cfg, self.device) == torch.float32:
             return self.model, False

@@ -45,7 +45,7 @@ from typing import Iterable
 
 from rc1.envs.answers import extract_final_answer
 from rc1.envs.episode import Episode, TurnSample
-from rc1.envs.protocol import THINK_CLOSE, THINK_OPEN, parse_action, system_prompt, visible_text
+from rc1.envs.actions import THINK_CLOSE, THINK_OPEN, parse_action, system_prompt, visible_text
 from rc1.envs.tools import run_calc, wiki_search
 
 DEFAULT_MAX_TURNS = 6

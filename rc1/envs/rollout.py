@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 from rc1.envs.env import ChatFormat, EpisodeState
 from rc1.envs.episode import Episode
-from rc1.envs.protocol import has_complete_action
+from rc1.envs.actions import has_complete_action
 from rc1.envs.sampling import sampling_logprobs
 
 log = logging.getLogger("rc1.envs")

@@ -38,7 +38,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Callable
 
-from rc1.config.schema import PYTHON_VERIFIER, TASK_VERIFIERS, verifier_problem
+from rc1.config.names import PYTHON_VERIFIER, TASK_VERIFIERS, verifier_problem
 from rc1.envs.answers import boxed_contents
 from rc1.runtime.errors import EXIT_CRASH, ConfigError, Rc1Error
 from rc1.runtime.workspace import resolve_workspace
@@ -212,7 +212,7 @@ def _text_gold(gold) -> str | None:
     return None
 
 
-# Keys in the order of rc1.config.schema.VERIFIER_NAMES, which the config schema validates against.
+# Keys in the order of rc1.config.names.VERIFIER_NAMES, which the config schema validates against.
 VERIFIERS: dict[str, NamedVerifier] = {v.name: v for v in (
     NamedVerifier("numeric", verify_gsm8k,
                   lambda g: None if parse_number(str(g)) is not None else f"the answer {g!r} holds no number"),

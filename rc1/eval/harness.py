@@ -12,8 +12,9 @@
   4. computes summaries, paired deltas vs base, the majority-class baseline of the same items (and each
      model's paired delta to it), the minimum detectable effect, the eval and training dtypes and how each
      run ended; copies a run's checkpoint into its `best/` when its DEV result beats every earlier best
-     (never on the held-out result); writes `reports/ppo_eval_<ts>.json` (+ sidecar, artifact manifest).
+     (never on the held-out result); writes `reports/eval_<ts>.json` (+ sidecar, artifact manifest).
 
+The device, dtype and checkpoint loading live in rc1.eval.loading, the best/ choice in rc1.eval.best.
 Episodes come from rc1.generation (generation.backend: llama.cpp on the same weights when it agrees with torch);
 the report's throughput names the backend that sampled each pass.
 
@@ -25,18 +26,19 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from rc1.eval.best import selection_of, update_best
+from rc1.eval.loading import dtype_info, load_checkpoint_model, resolve_checkpoint, torch_setup
 from rc1.eval.metrics import (EpisodeRecord, compare, flat_split, majority_baseline, mde_table, metric_value, spread,
                               summarize, versus_baseline)
 from rc1.eval.runs import RunEnd, read_end, run_of_checkpoint, seed_runs
 from rc1.eval.splits import DEV, FITTED, HELDOUT, ItemSet, dev_set, fitted_set, heldout_set
-from rc1.runtime.atomic import fsync_dir, append_line, atomic_write_json
+from rc1.runtime.atomic import atomic_write_json
+from rc1.runtime import layout
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json, verify_artifact
 from rc1.runtime.workspace import Workspace
@@ -46,10 +48,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("rc1.eval")
 
-REPORT_KIND = "ppo_eval"
+REPORT_KIND = "eval"
 REPORT_VERSION = 2
 CACHE_DIR = "reports/eval_cache"
-BEST_INDEX = "index.jsonl"
 DEFAULT_BATCH = 32
 Progress = Callable[[str], None]
 
@@ -91,130 +92,6 @@ def base_cache_key(cfg: "TrainConfig", item_set: ItemSet, gen: dict) -> tuple[st
                 "items": sha256_json([it["id"] for it in item_set.items] + [item_set.sha256]),
                 "generation": {k: v for k, v in gen.items() if k != "batch_size"}, "code": _code_sha()}
     return sha256_json(material), material
-
-
-# ----------------------------------------------------------------------------- models
-def eval_dtype(cfg: "TrainConfig", device):
-    """The eval inference dtype (SPEC §6): `auto` is fp32 on a CPU, whatever the training precision, so the
-    same config gives the same result on AVX2 and AVX512 machines; elsewhere the device policy. `bf16` on a
-    CPU only where it is native (AVX512-BF16/AMX; emulated it is 3.3x slower), else fp32 with a warning."""
-    import torch
-
-    from rc1.runtime.device import dtype_for
-
-    if cfg.eval.dtype == "fp32":
-        return torch.float32
-    if cfg.eval.dtype == "bf16":
-        return torch.bfloat16 if device.type == "cuda" else dtype_for(device, "bf16")
-    return dtype_for(device, "auto")
-
-
-def _torch_setup(cfg: "TrainConfig"):
-    import torch
-
-    from rc1.runtime.device import get_device
-
-    if cfg.run.threads:
-        torch.set_num_threads(cfg.run.threads)
-    device = get_device(cfg.run.device_pref)
-    return device, eval_dtype(cfg, device)
-
-
-SHORT_DTYPE = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-
-
-def dtype_info(cfg: "TrainConfig", device, dtype) -> dict:
-    from rc1.runtime.device import cpu_bf16_supported
-
-    name = str(dtype).replace("torch.", "")
-    # the training end record's vocabulary (fp32 / bf16 / fp16), so the two dtypes read alike
-    return {"eval": SHORT_DTYPE.get(name, name), "requested": cfg.eval.dtype, "device": str(device),
-            "cpu_native_bf16": cpu_bf16_supported() if device.type == "cpu" else None}
-
-
-def load_base(cfg: "TrainConfig", device, dtype):
-    from rc1.models.loader import load_model
-
-    return load_model(cfg, device=device, dtype=dtype, for_training=False)
-
-
-def resolve_checkpoint(ws: Workspace, cfg: "TrainConfig", spec: str, *, run_dir: str | None = None) -> Path:
-    """'latest' (the latest of `run_dir`, default cfg.checkpoint_dir), a run directory (its latest) or a step
-    directory; verified."""
-    from rc1.runtime.checkpoint import LATEST, read_latest, verify_checkpoint
-
-    run_dir = run_dir or cfg.checkpoint_dir
-    if spec == LATEST:
-        target = read_latest(ws.path(run_dir))
-        if target is None:
-            raise ConfigError(f"{run_dir}: no `latest` checkpoint to evaluate (train first)")
-    else:
-        target = ws.path(spec)
-        if (target / LATEST).exists() or (target / LATEST).is_symlink():
-            target = read_latest(target)
-    if target is None or not target.is_dir():
-        raise ConfigError(f"checkpoint {spec}: no such checkpoint directory")
-    verify_checkpoint(target)  # CheckpointError (a ConfigError) names the corrupt file
-    return target.resolve()
-
-
-def checkpoint_config(cfg: "TrainConfig", ckpt: Path) -> "TrainConfig":
-    """The config the checkpoint was trained with: its model/finetune sections define the weights' layout."""
-    from pydantic import ValidationError
-
-    from rc1.config.schema import TrainConfig
-    from rc1.runtime.checkpoint import META_CONFIG, read_meta
-
-    saved = read_meta(ckpt).get(META_CONFIG)
-    if not isinstance(saved, dict) or not isinstance(saved.get("model"), dict):
-        return cfg
-    saved_base = saved["model"].get("base")
-    if saved_base != cfg.model.base:
-        raise ConfigError(f"checkpoint {ckpt.name} was trained from {saved_base!r}, "
-                          f"but model.base is {cfg.model.base!r}; evaluate it with the config it was trained with")
-    try:
-        return TrainConfig.model_validate(saved)
-    except ValidationError:  # a dump without the keys the trainer leaves out: take only what shapes the weights
-        merged = {**cfg.model_dump(mode="json"), "model": saved["model"],
-                  "finetune": saved.get("finetune", cfg.finetune.model_dump(mode="json"))}
-        return TrainConfig.model_validate(merged)
-
-
-def load_checkpoint_model(cfg: "TrainConfig", ckpt: Path, device, dtype):
-    """Base model + the checkpoint's trainable weights (full weights or LoRA adapter), ready to generate."""
-    import torch
-    from safetensors.torch import load_file
-
-    from rc1.models.loader import load_model
-    from rc1.runtime.checkpoint import ADAPTER_FILE, MODEL_FILE, CheckpointError
-    from rc1.runtime.device import to_device
-
-    ccfg = checkpoint_config(cfg, ckpt)
-    files = [f for f in (ADAPTER_FILE, MODEL_FILE) if (ckpt / f).exists()]
-    if not files:
-        raise CheckpointError(f"{ckpt}: holds neither {MODEL_FILE} nor {ADAPTER_FILE}")
-    is_adapter = files[0] == ADAPTER_FILE
-    # The trainer saved named_parameters() of the model load_model(for_training=True) builds; build the same
-    # model so the names line up (peft-wrapped with LoRA), then copy the saved tensors in.
-    model, tok = load_model(ccfg, device=device, dtype=dtype, for_training=is_adapter)
-    weights = load_file(str(ckpt / files[0]))
-    named = dict(model.named_parameters())
-    unknown = sorted(set(weights) - set(named))
-    if unknown:
-        raise CheckpointError(f"{ckpt}: weights do not fit {ccfg.model.base} (unexpected {unknown[:3]})")
-    with torch.no_grad():
-        for n, t in weights.items():
-            named[n].copy_(to_device(t, named[n].device).to(named[n].dtype))
-    if is_adapter and hasattr(model, "merge_and_unload") and ccfg.finetune.method != "qlora":
-        model = model.merge_and_unload()
-    disable = getattr(model, "activation_checkpointing_disable", None) or getattr(model, "gradient_checkpointing_disable", None)
-    if disable is not None:
-        disable()  # harmless when it was off; generation needs the KV cache
-    model.config.use_cache = True
-    model.eval()
-    log.info("eval: loaded %s (%d tensors from %s)", ckpt, len(weights), files[0])
-    model.rc1_loaded = {"weights_file": files[0], "tensors": len(weights), "merged_adapter": is_adapter}
-    return model, tok
 
 
 # ----------------------------------------------------------------------------- episodes
@@ -356,7 +233,7 @@ def base_episodes(ws: Workspace, cfg: "TrainConfig", *, batch_size: int = DEFAUL
     Runs that pass (or reads its cache) exactly as `rc1 eval` does, so the shadow run and the later
     eval share one generation of the base model."""
     sets = eval_sets(ws, cfg, shadow_only=True)
-    device, dtype = _torch_setup(cfg)
+    device, dtype = torch_setup(cfg)
     gen = generation_settings(cfg, batch_size, dtype)
     _, thr = base_records(ws, cfg, sets, gen, device, dtype, progress)
     held = sets[HELDOUT]
@@ -368,64 +245,6 @@ def base_episodes(ws: Workspace, cfg: "TrainConfig", *, batch_size: int = DEFAUL
             "shadow_set": held.path, "shadow_set_sha256": held.sha256, "n": len(held.items),
             "throughput": doc["throughput"]}
     return held.items, doc["episodes"], info
-
-
-# ----------------------------------------------------------------------------- best/
-def best_index(ws: Workspace, run_dir: str) -> list[dict]:
-    p = ws.path(run_dir) / "best" / BEST_INDEX
-    if not p.exists():
-        return []
-    return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
-
-
-def selection_of(dev: ItemSet) -> dict:
-    """What a best/ choice was measured on: the dev split's file and items (comparable only to the same)."""
-    return {"split": DEV, "path": dev.path, "n": len(dev.items),
-            "key": sha256_json([dev.sha256] + [str(it["id"]) for it in dev.items])}
-
-
-def update_best(ws: Workspace, run_dir: str, ckpt: Path, metric: str, value: float | None, report_rel: str,
-                selection: dict | None) -> dict:
-    """Copy `ckpt` to <run>/best/<step dir>/ if it beats every earlier best on `metric` measured on the same
-    dev items (`selection`, from `selection_of`). Without a dev result nothing is chosen: best/ is never
-    chosen on the held-out set. Append-only: earlier best copies and index lines are never modified."""
-    from rc1.runtime.checkpoint import MANIFEST_FILE, TMP_PREFIX, verify_checkpoint
-
-    out = {"metric": metric, "value": value, "selection": selection, "previous_best": None, "updated": False,
-           "path": None}
-    if selection is None:
-        out["reason"] = "no dev split evaluated: best/ is chosen on the dev split only, never on the held-out set"
-        return out
-    entries = best_index(ws, run_dir)
-    same = [e for e in entries if e.get("metric") == metric and e.get("value") is not None
-            and (e.get("selection") or {}).get("key") == selection["key"]]
-    prev = max((e["value"] for e in same), default=None)
-    out["previous_best"] = prev
-    if value is None:
-        out["reason"] = "metric undefined on this eval's dev split"
-        return out
-    if prev is not None and value <= prev:
-        out["reason"] = f"dev {metric} {value:.4g} does not beat the best so far ({prev:.4g})"
-        return out
-    best_root = ws.path(run_dir) / "best"
-    best_root.mkdir(parents=True, exist_ok=True)
-    dest = best_root / ckpt.name
-    if dest.exists():  # this step was copied before (a re-eval): never overwrite a best copy
-        out["reason"] = f"{ws.rel(dest)} already exists (kept as is)"
-    else:
-        tmp = best_root / f"{TMP_PREFIX}{ckpt.name}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(ckpt, tmp, symlinks=False)
-        verify_checkpoint(tmp)
-        os.replace(tmp, dest)
-        fsync_dir(best_root)
-    manifest_sha = sha256_file(dest / MANIFEST_FILE)
-    append_line(best_root / BEST_INDEX, json.dumps({
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "step_dir": ckpt.name, "path": ws.rel(dest),
-        "source": ws.rel(ckpt), "metric": metric, "value": value, "previous_best": prev, "selection": selection,
-        "manifest_sha256": manifest_sha, "report": report_rel}))
-    out.update(updated=True, path=ws.rel(dest), manifest_sha256=manifest_sha)
-    return out
 
 
 # ----------------------------------------------------------------------------- the runs evaluated
@@ -478,10 +297,10 @@ def _checkpoint_info(ws: Workspace, ckpt: Path) -> dict:
 
 def _report_path(ws: Workspace) -> Path:
     ts = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
-    out = ws.reports / f"ppo_eval_{ts}.json"
+    out = ws.path(layout.eval_report_path(ts))
     k = 1
     while out.exists():  # two evals in the same second never overwrite each other
-        out = ws.reports / f"ppo_eval_{ts}_{k}.json"
+        out = ws.path(layout.eval_report_path(f"{ts}_{k}"))
         k += 1
     return out
 
@@ -525,13 +344,13 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
              n: int | None = None, batch_size: int = DEFAULT_BATCH, config_path: str | None = None,
              shadow_only: bool = False, seed_index: int | None = None,
              progress: Progress | None = None) -> tuple[Path, dict]:
-    """Evaluate base and the run(s); write reports/ppo_eval_<ts>.json. Returns (path, report)."""
+    """Evaluate base and the run(s); write reports/eval_<ts>.json. Returns (path, report)."""
     from rc1.config.load import config_hash
 
     metric_value(cfg.eval.metric, summarize([]))  # unknown metric -> ConfigError before any generation
     sets = eval_sets(ws, cfg, n, shadow_only=shadow_only)
     targets = [] if base_only else eval_targets(ws, cfg, checkpoint, seed_index)
-    device, dtype = _torch_setup(cfg)
+    device, dtype = torch_setup(cfg)
     gen = generation_settings(cfg, batch_size, dtype)
     dtypes = dtype_info(cfg, device, dtype)
     if progress:
@@ -587,6 +406,6 @@ def run_view(report: dict, run: dict | None, set_name: str) -> dict:
 
 
 def latest_report(ws: Workspace) -> Path | None:
-    """The newest reports/ppo_eval_*.json (by its timestamped name)."""
-    found = sorted(ws.reports.glob("ppo_eval_*.json"), key=lambda p: (p.stem.split("_", 2)[-1], p.stat().st_mtime))
+    """The newest reports/eval_*.json (by its timestamped name)."""
+    found = sorted(ws.root.glob(layout.EVAL_REPORTS), key=lambda p: (layout.eval_report_stamp(p), p.stat().st_mtime))
     return found[-1] if found else None

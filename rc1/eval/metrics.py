@@ -27,7 +27,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from rc1.config.schema import BUCKETS, TASKS, task_order
+from rc1.config.names import BUCKETS, TASKS, task_order
 
 Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975); a test checks it against scipy
 BOOTSTRAP_B = 2000
@@ -291,7 +291,7 @@ def majority_baseline(items: Sequence[dict]) -> dict:
     answer and an item's alias count as one answer. It is computed on these items' own labels."""
     from types import SimpleNamespace
 
-    from rc1.config.schema import task_order
+    from rc1.config.names import task_order
     from rc1.envs.verifiers import verify_episode
 
     per_item: dict[str, bool] = {}

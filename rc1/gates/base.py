@@ -30,7 +30,8 @@ from rc1.runtime.fingerprint import Evidence
 from rc1.runtime.workspace import Workspace
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rc1.config.schema import GatesConfig, TrainConfig
+    from rc1.config.gates import GatesConfig
+    from rc1.config.schema import TrainConfig
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,6 +1,6 @@
 """Round 2: the base policy, rolled out as training will roll it out, gives a learning signal.
 
-Reads reports/learning_signal.json (made by `rc1 learning-signal --config P`, rc1.training.signal),
+Reads reports/learning_signal.json (made by `rc1 learning-signal --config P`, rc1.training.learning_signal),
 refuses it unless its sha256 sidecar verifies and its identity is the current config's (model,
 generation settings, group size, sampler, training data and weights), then checks, thresholds from
 the gates config `learning_signal:`
@@ -44,7 +44,7 @@ def evaluate(ctx: GateContext) -> GateResult:
     if cfg is None:
         res.checks.append(Check("run config", None, "given", False, "the learning signal is measured for a run config"))
         return res
-    from rc1.training.signal import signal_identity
+    from rc1.training.learning_signal import signal_identity
 
     got = read_identified_report(ctx, res, REPORT, "learning-signal", cmd, signal_identity,
                                  " (base-policy rollouts on the training pool)")

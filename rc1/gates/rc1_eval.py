@@ -1,6 +1,6 @@
 """RC1 gate (eval -> scale_1000): the trained model beats the base model on the held-out set, honestly.
 
-Reads the newest reports/ppo_eval_*.json and refuses it unless its sha256 sidecar matches. For every
+Reads the newest reports/eval_*.json and refuses it unless its sha256 sidecar matches. For every
 training run the report evaluated (one per seed), it checks that:
 
   - the report is for the run's current `latest` checkpoint or its newest best/ copy;
@@ -30,6 +30,7 @@ import json
 from rc1.eval.metrics import HARD_TASKS
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.fingerprint import Evidence, read_sidecar, sha256_file
+from rc1.runtime.layout import EVAL_REPORTS
 
 GATE = "rc1_eval"
 ACCEPT_HINT = 'rc1 advance --to scale_1000 --accept-early-stop "why"'
@@ -56,7 +57,7 @@ def _point(d: dict) -> str:
 
 def _checkpoint_current(ctx: GateContext, run: dict) -> tuple[bool, str, Evidence | None]:
     """Was the run's entry computed for its current latest checkpoint or its newest best copy?"""
-    from rc1.eval.harness import best_index
+    from rc1.eval.best import best_index
     from rc1.runtime.checkpoint import MANIFEST_FILE, read_latest
 
     ck = run.get("checkpoint") or {}
@@ -213,7 +214,7 @@ def evaluate(ctx: GateContext) -> GateResult:
     path = latest_report(ctx.ws)
     if path is None:
         res.checks.append(Check("eval report", None, "exists", False,
-                                "no reports/ppo_eval_*.json: run `rc1 eval --config ...` first"))
+                                f"no {EVAL_REPORTS}: run `rc1 eval --config ...` first"))
         return res
     rel = ctx.ws.rel(path)
     digest = sha256_file(path)
@@ -231,7 +232,7 @@ def evaluate(ctx: GateContext) -> GateResult:
         runs = report["runs"]
         views = [run_view(report, r, held_name) for r in runs]
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        res.checks.append(Check("eval report readable", None, f"ppo_eval JSON version {REPORT_VERSION}", False,
+        res.checks.append(Check("eval report readable", None, f"eval report JSON version {REPORT_VERSION}", False,
                                 f"{rel}: {exc.__class__.__name__}: {exc} (written by an older rc1? run `rc1 eval` again)"))
         return res
     if not runs:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rc1.config.load import read_mapping, validate
-from rc1.config.schema import WeightsFile
+from rc1.config.weights import WeightsFile
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import Evidence

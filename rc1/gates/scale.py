@@ -12,9 +12,10 @@ first failing check; every later check is reported as "not run"):
                                               deterministic method) and discrimination (AUC CI lower bound
                                               >= scorer.auc_min): a constant judge has variance 0 and fails
            difficulty of the current pool     rc1.data.difficulty.difficulty_checks
-  expand   build new items with a stage seed (rc1.data.pool.build_pool), compute difficulty, drop
-           any item whose id, exact text or near-duplicate (question 5-gram Jaccard) is already in
-           an earlier pool or the shadow set, pick exactly N per the task mix and bucket target
+  expand   the stage's expansion file: reused when it verifies and has N items; else built by the
+           builder `ctx.extras["expand"]` that `rc1 scale run` passes (rc1.data.expansion: new items
+           with a stage seed, none repeating an earlier pool or the shadow set, N per the task mix and
+           bucket target). The gate itself never builds: `rc1 advance` judges the file that is there
   after    size, id overlap, near-dup vs earlier pools, leak vs the shadow set (re-read from disk)
            diversity, scorer stability (new items) and difficulty of the expanded pool
 
@@ -37,22 +38,17 @@ import statistics
 import time
 from pathlib import Path
 
-from rc1.config.schema import BUCKETS, TASKS
+from rc1.config.names import BUCKETS, TASKS
 from rc1.gates.base import FAIL, NOT_APPLICABLE, NOT_MEASURABLE, PASS, Check, GateContext, GateResult
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import Evidence, register_artifact, sha256_file, verify_artifact
-from rc1.runtime.layout import SCALE_REPORTS, V1_POOL
+from rc1.data.expansion import overlaps
+from rc1.runtime.layout import SCALE_REPORTS, V1_POOL, expansion_path
 
 GATE = "scale"
 NOT_RUN = "not run"
 NOT_RUN_STATUS = "not_run"
-OVERSAMPLE = 2.5
-MAX_BUILD_ROUNDS = 4
-
-
-def expansion_path(stage: str) -> str:
-    return f"data/rollouts/rc1_{stage}.jsonl"
 
 
 def report_path(stage: str, phase: str) -> str:
@@ -234,33 +230,6 @@ def _stability(run: _Run, items: list[dict]) -> list[Check]:
     return [var, Check(d.name, d.measured, disc_th, d.passed, d.detail)]
 
 
-def _signatures(items: list[dict]):
-    from rc1.data import diversity as DV
-
-    sg = DV.Signatures()
-    sets = [DV.shingles(it.get("question", "")) for it in items]
-    return sg, sets, (sg.compute(sets) if sets else None)
-
-
-def overlaps(new: list[dict], earlier: list[dict], shadow: list[dict], near_dup: float, leak: float) -> dict:
-    """New items that repeat an earlier pool or the shadow set: by id, exact text, near-dup, leak."""
-    from rc1.data import diversity as DV
-
-    old_ids = {str(it["id"]) for it in earlier} | {str(it["id"]) for it in shadow}
-    old_keys = {DV.exact_key(it) for it in earlier + shadow}
-    out: dict[str, list[dict]] = {"id": [], "exact": [], "near_dup": [], "leak": []}
-    out["id"] = [{"id": it["id"]} for it in new if str(it["id"]) in old_ids]
-    out["exact"] = [{"id": it["id"]} for it in new if DV.exact_key(it) in old_keys]
-    if new:
-        sg, sets, sigs = _signatures(new)
-        for ref, limit, kind in ((earlier, near_dup, "near_dup"), (shadow, leak, "leak")):
-            if ref:
-                _, rsets, rsigs = _signatures(ref)
-                found, _top = DV.find_leaks(new, sets, sigs, ref, rsets, rsigs, sg, limit)
-                out[kind] = [{"id": o["id"], "of": o["shadow_id"], "similarity": o["similarity"]} for o in found]
-    return out
-
-
 def _earlier_pools(ctx: GateContext, stage_names: list[str], idx: int) -> list[str]:
     cfg = ctx.config
     rels = [cfg.pool.out, cfg.seed_pool, cfg.pool.v1_pool or V1_POOL, cfg.data.train_path, cfg.data.eval_path]
@@ -271,58 +240,6 @@ def _earlier_pools(ctx: GateContext, stage_names: list[str], idx: int) -> list[s
             seen.add(r)
             out.append(r)
     return out
-
-
-def build_expansion(ctx: GateContext, stage: str, idx: int, n: int, earlier: list[dict], shadow: list[dict]) -> dict:
-    """Exactly `n` new, balanced items that overlap nothing earlier; written to data/rollouts/rc1_<stage>.jsonl."""
-    from rc1.data import difficulty as D
-    from rc1.data.diversity import find_duplicates
-    from rc1.data.io import write_jsonl
-    from rc1.data.pool import BuildParams, allocate, build_pool
-    from rc1.data.tokens import get_counter
-
-    cfg, gp = ctx.config, ctx.gates.pool
-    target = D.parse_target(cfg.pool.difficulty_target)
-    mix = dict(cfg.datasets.mix)
-    per_task = allocate(n, mix)
-    want = {}
-    for t, nt in per_task.items():
-        w = {"hard": math.ceil(target["hard"] * nt - 1e-9), "easy": math.floor(target["easy"] * nt + 1e-9)}
-        w["medium"] = nt - w["hard"] - w["easy"]
-        want[t] = w
-    seed = cfg.pool.seed + 1000 * (idx + 1)  # a new seed per stage; the id prefix and rng space differ too
-    size = math.ceil(n * OVERSAMPLE)
-    dropped: dict[str, int] = {}
-    for attempt in range(MAX_BUILD_ROUNDS):
-        params = BuildParams(n=size, mix=mix, max_turns=cfg.pool.max_turns, clarify_rate=cfg.pool.clarify_rate,
-                             tools=list(cfg.pool.tools), templates_dir=ctx.ws.path(cfg.pool.templates_dir), seed=seed,
-                             space=stage, id_prefix=stage.replace("_", ""))
-        built, _tok = D.compute_metrics(build_pool(params), get_counter(cfg.model.base))
-        ov = overlaps(built, earlier, shadow, gp.near_dup_jaccard, gp.leak_sim_max)
-        _, sets, sigs = _signatures(built)
-        from rc1.data.diversity import Signatures
-
-        internal = find_duplicates(built, sets, sigs, Signatures(), gp.near_dup_jaccard) if built else []
-        bad = {o["id"] for kind in ov.values() for o in kind} | {d["id"] for d in internal}
-        dropped = {k: len(v) for k, v in ov.items()} | {"within_expansion": len(internal)}
-        pools: dict[tuple, list[dict]] = {}
-        for it in built:
-            if it["id"] not in bad:
-                pools.setdefault((it["task"], it["bucket"]), []).append(it)
-        short = {f"{t}/{b}": want[t][b] - len(pools.get((t, b), [])) for t in want for b in BUCKETS
-                 if len(pools.get((t, b), [])) < want[t][b]}
-        if not short:
-            chosen_ids = {it["id"] for t in want for b in BUCKETS for it in pools.get((t, b), [])[:want[t][b]]}
-            items = [it for it in built if it["id"] in chosen_ids]  # builder order: deterministic
-            path = ctx.ws.path(expansion_path(stage))
-            write_jsonl(path, items)
-            ev = register_artifact(ctx.ws, path, "scale_pool", stage=stage, n=len(items), seed=seed, built=size,
-                                   dropped=dropped)
-            return {"path": ev.path, "sha256": ev.sha256, "n": len(items), "seed": seed, "built": size,
-                    "dropped_overlap": dropped, "reused": False, "rounds": attempt + 1, "per_task": want}
-        size *= 2
-    raise Rc1Error(f"could not find {n} new balanced items in {MAX_BUILD_ROUNDS} build rounds "
-                   f"(last {size // 2} built; short: {short})")
 
 
 def _write_report(run: _Run, phase: str, pools: list[str], stage_n: int, extra: dict | None = None) -> None:
@@ -401,11 +318,17 @@ def evaluate(ctx: GateContext) -> GateResult:
         exp_rel = expansion_path(stage)
         exp_p = ws.path(exp_rel)
         ctx.progress(f"{stage}: expanding by {n} new items")
+        expand = ctx.extras.get("expand")
         if exp_p.exists() and verify_artifact(ws, exp_p) and len(_read(ws, exp_rel) or []) == n:
             expansion = {"path": exp_rel, "sha256": sha256_file(exp_p), "n": n, "reused": True}
+        elif expand is None:  # `rc1 advance` judges the expansion that is there; building it is `rc1 scale run`'s
+            steps_left.pop(0)
+            run.need(Check("expansion built", None, f"{n} new items", False,
+                           f"{exp_rel} is missing, does not verify or lacks {n} items: build it with "
+                           f"`rc1 scale run --stage {stage}`"))
         else:
             try:
-                expansion = build_expansion(ctx, stage, idx, n, earlier, shadow)
+                expansion = expand(stage, idx, n, earlier, shadow)
             except Rc1Error as exc:
                 steps_left.pop(0)
                 run.need(Check("expansion built", None, f"{n} new items", False, exc.message))

@@ -56,3 +56,33 @@ def tag_backend(episodes: list, backend: str) -> list:
     for ep in episodes:
         ep.backend = backend
     return episodes
+
+
+def decoder_episodes(sampler, items: Sequence[dict], *, num_generations: int, params: SamplingParams,
+                     max_rows: int | None = None) -> list:
+    """`Sampler.episodes` of a backend that decodes a batch of token-id prompts itself (llama.cpp, vLLM):
+    `sampler.decode_batch(stop_rule, prompts, limits, stops, greedy=, temperature=, top_p=, generator=)` with
+    `sampler.tokenizer`, `sampler.eos_ids`, `sampler.backend`; a seeded CPU torch.Generator when sampling.
+    `max_rows`: the most rows the backend decodes at once (caps params.batch_size)."""
+    import torch
+
+    from rc1.envs.env import ChatFormat
+    from rc1.envs.rollout import StopRule, check_sampling, run_episodes
+
+    check_sampling(num_generations=num_generations, batch_size=params.batch_size,
+                   max_new_tokens=params.max_new_tokens, greedy=params.greedy, temperature=params.temperature)
+    fmt = ChatFormat(sampler.tokenizer, sampler.eos_ids)
+    rule = StopRule(fmt)
+    generator = None
+    if params.seed is not None and not params.greedy:
+        generator = torch.Generator().manual_seed(int(params.seed))
+
+    def decode(prompts, limits, stops):
+        return sampler.decode_batch(rule, prompts, limits, stops, greedy=params.greedy,
+                                    temperature=params.temperature, top_p=params.top_p, generator=generator)
+
+    batch_size = params.batch_size if max_rows is None else min(params.batch_size, max_rows)
+    eps = run_episodes(fmt, list(items), decode, num_generations=num_generations, max_turns=params.max_turns,
+                       max_new_tokens=params.max_new_tokens, batch_size=batch_size, max_length=params.max_length,
+                       stop_at_action=params.stop_at_action, multi_turn=params.multi_turn)
+    return tag_backend(eps, sampler.backend)

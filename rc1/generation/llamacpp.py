@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from rc1.generation.base import SamplingParams, tag_backend
+from rc1.generation.base import SamplingParams, decoder_episodes
 
 log = logging.getLogger("rc1.generation")
 
@@ -189,28 +189,7 @@ class LlamaCppSampler:
 
     # ------------------------------------------------------------------ Sampler
     def episodes(self, items: Sequence[dict], *, num_generations: int, params: SamplingParams) -> list:
-        import torch
-
-        from rc1.envs.env import ChatFormat
-        from rc1.envs.rollout import StopRule, check_sampling, run_episodes
-
-        check_sampling(num_generations=num_generations, batch_size=params.batch_size,
-                       max_new_tokens=params.max_new_tokens, greedy=params.greedy, temperature=params.temperature)
-        fmt = ChatFormat(self.tokenizer, self.eos_ids)
-        rule = StopRule(fmt)
-        generator = None
-        if params.seed is not None and not params.greedy:
-            generator = torch.Generator().manual_seed(int(params.seed))
-
-        def decode(prompts, limits, stops):
-            return self.decode_batch(rule, prompts, limits, stops, greedy=params.greedy,
-                                     temperature=params.temperature, top_p=params.top_p, generator=generator)
-
-        eps = run_episodes(fmt, list(items), decode, num_generations=num_generations, max_turns=params.max_turns,
-                           max_new_tokens=params.max_new_tokens, batch_size=min(params.batch_size, self.max_rows),
-                           max_length=params.max_length, stop_at_action=params.stop_at_action,
-                           multi_turn=params.multi_turn)
-        return tag_backend(eps, self.backend)
+        return decoder_episodes(self, items, num_generations=num_generations, params=params, max_rows=self.max_rows)
 
     def close(self) -> None:
         L = self.L

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from rc1.generation.base import SamplingParams, tag_backend
+from rc1.generation.base import SamplingParams, decoder_episodes
 
 
 def open_vllm(hf_dir, *, gpu_memory_utilization: float, seed: int = 0):
@@ -67,27 +67,7 @@ class VllmSampler:
         return ids, lps, hit
 
     def episodes(self, items: Sequence[dict], *, num_generations: int, params: SamplingParams) -> list:
-        import torch
-
-        from rc1.envs.env import ChatFormat
-        from rc1.envs.rollout import StopRule, check_sampling, run_episodes
-
-        check_sampling(num_generations=num_generations, batch_size=params.batch_size,
-                       max_new_tokens=params.max_new_tokens, greedy=params.greedy, temperature=params.temperature)
-        fmt = ChatFormat(self.tokenizer, self.eos_ids)
-        rule = StopRule(fmt)
-        generator = torch.Generator().manual_seed(int(params.seed)) if params.seed is not None and not params.greedy \
-            else None
-
-        def decode(prompts, limits, stops):
-            return self.decode_batch(rule, prompts, limits, stops, greedy=params.greedy,
-                                     temperature=params.temperature, top_p=params.top_p, generator=generator)
-
-        eps = run_episodes(fmt, list(items), decode, num_generations=num_generations, max_turns=params.max_turns,
-                           max_new_tokens=params.max_new_tokens, batch_size=params.batch_size,
-                           max_length=params.max_length, stop_at_action=params.stop_at_action,
-                           multi_turn=params.multi_turn)
-        return tag_backend(eps, self.backend)
+        return decoder_episodes(self, items, num_generations=num_generations, params=params)
 
     def close(self) -> None:
         sleep = getattr(self.engine, "sleep", None)

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rc1.config.schema import TASKS, TrainConfig
+from rc1.config.names import TASKS
+from rc1.config.schema import TrainConfig
 from rc1.judge.cache import TRAIN_RUN_PREFIX, JudgeStore, liveness_summary
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import ConfigError, GateRefused

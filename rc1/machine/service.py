@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rc1.config.load import config_hash, load_run_gates, load_train_config
-from rc1.config.schema import GatesConfig, TrainConfig
+from rc1.config.gates import GatesConfig
+from rc1.config.schema import TrainConfig
 from rc1.gates.base import GateContext, GateResult
 from rc1.gates.registry import run_gate
 from rc1.state import store

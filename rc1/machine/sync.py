@@ -17,7 +17,8 @@ from rc1.runtime.fingerprint import ARTIFACTS_MANIFEST, sha256_file
 from rc1.runtime.layout import BALANCED_POOL, GATE_REPORTS, POOL, PROBE_REPORT, WEIGHTS
 from rc1.runtime.workspace import Workspace
 
-# What each gate area needs, so a failing area can name the artifact to ask for.
+# What each gate area needs, so a failing area can name the artifact to ask for (a table of strings, shaped like
+# the console's ACTIONS but sharing nothing with it).
 AREA_NEEDS: dict[str, tuple[str, str, str]] = {
     "pool": ("seed_pool", POOL, "30k seed pool passing diversity/dedup/leak/mix checks"),
     "difficulty": ("difficulty_balanced_seed", BALANCED_POOL,
@@ -30,7 +31,7 @@ AREA_NEEDS: dict[str, tuple[str, str, str]] = {
     "resources": ("disk", ".", "free disk above the gates threshold"),
     "training_start": ("round2_ticket", "reports/preflight/round2_pass.json", "valid round 2 ticket"),
     "training_done": ("checkpoint", "checkpoints/", "a verified checkpoint at the configured steps"),
-    "rc1_eval": ("eval_report", "reports/", "ppo_eval report meeting the RC1 thresholds"),
+    "rc1_eval": ("eval_report", "reports/", "eval report meeting the RC1 thresholds"),
     "scale": ("scale_pool", "data/rollouts/", "expanded pool passing before/after checks"),
 }
 

@@ -45,7 +45,7 @@ def ablate_overclar(ws: Workspace, cfg: TrainConfig, *, n: int = 245, generation
                     tag: str = "overclar_ablation", stratify: bool = True, max_turns: int | None = None,
                     batch_size: int = 8) -> dict:
     from rc1.config.load import load_run_gates
-    from rc1.config.schema import GatesConfig
+    from rc1.config.gates import GatesConfig
 
     base = RewardModel.from_config(cfg, ws)
     with_pen = RewardModel(base.weights, cfg.reward, use_overclar_penalty=True)

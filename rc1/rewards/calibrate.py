@@ -34,7 +34,9 @@ import time
 
 import numpy as np
 
-from rc1.config.schema import REWARD_DIMENSIONS, GatesConfig, TrainConfig
+from rc1.config.gates import GatesConfig
+from rc1.config.names import REWARD_DIMENSIONS
+from rc1.config.schema import TrainConfig
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import register_artifact, sha256_file

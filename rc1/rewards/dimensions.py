@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rc1.config.schema import REWARD_DIMENSIONS
+from rc1.config.names import REWARD_DIMENSIONS
 from rc1.envs.answers import has_answer_line, strip_think, think_well_formed
 from rc1.envs.verifiers import verify_episode
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rc1.config.schema import REWARD_DIMENSIONS, PenaltySection, RewardSection
+from rc1.config.names import REWARD_DIMENSIONS
+from rc1.config.schema import PenaltySection, RewardSection
 from rc1.rewards import penalties
 from rc1.envs.episode import EpisodeOutcome
 from rc1.rewards.reward import RewardModel

@@ -30,7 +30,8 @@ import logging
 import time
 from dataclasses import dataclass
 
-from rc1.config.schema import REWARD_DIMENSIONS, RewardSection, TrainConfig
+from rc1.config.names import REWARD_DIMENSIONS
+from rc1.config.schema import RewardSection, TrainConfig
 from rc1.envs.episode import EpisodeOutcome
 from rc1.rewards.dimensions import score_dimensions
 from rc1.rewards.penalties import difficulty_factor, overclar_penalty

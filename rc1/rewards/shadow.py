@@ -27,7 +27,8 @@ import time
 
 import numpy as np
 
-from rc1.config.schema import REWARD_DIMENSIONS, TrainConfig
+from rc1.config.names import REWARD_DIMENSIONS
+from rc1.config.schema import TrainConfig
 from rc1.rewards.calibrate import HELD
 from rc1.rewards.responses import obtain_responses, pair_rows, responses_path
 from rc1.envs.episode import EpisodeOutcome
@@ -117,15 +118,20 @@ def old_reward(ws: Workspace, cfg: TrainConfig) -> tuple[RewardModel, dict]:
                                         "weights_sha256": sha256_file(ws.path(rel))}
 
 
-def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int = 245, seed: int = 20250820, stratify: bool = True,
+def shadow_run(ws: Workspace, cfg: TrainConfig, *, n: int | None = None, seed: int = 20250820, stratify: bool = True,
                tag: str = "pre_run_check", regenerate: bool = False, max_turns: int | None = None,
-               batch_size: int = 8, source: str = "sample", confidence: float = 0.95) -> dict:
-    """Score base-model responses to the shadow set with the old and the new reward.
+               batch_size: int = 8, source: str | None = None, confidence: float = 0.95) -> dict:
+    """Score base-model responses to the shadow set with the old and the new reward. `n`, `max_turns` and
+    `source` default to the run config's eval.shadow_run_n (else the shadow set's pool.shadow_n),
+    eval.shadow_run_max_turns and eval.shadow_run_source.
 
     source "sample": `n` items (stratified, seeded) answered with the training sampler settings
     (data/shadow_responses_<tag>.jsonl). source "eval_base": the greedy base-model episodes of the
     eval's held-out pass (eval.n_shadow items, reports/eval_cache), generated once and shared with
     `rc1 eval`, so the reward is checked on exactly the answers the trained model is compared to."""
+    ev = cfg.eval
+    n, max_turns = n or ev.shadow_run_n or cfg.pool.shadow_n, max_turns or ev.shadow_run_max_turns
+    source = source or ev.shadow_run_source
     new_model = RewardModel.from_config(cfg, ws)
     old_model, old_info = old_reward(ws, cfg)
     if source == "eval_base":

@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 from rc1.config.load import load_weights
-from rc1.config.schema import REWARD_DIMENSIONS, WeightsFile
+from rc1.config.names import REWARD_DIMENSIONS
+from rc1.config.weights import WeightsFile
 from rc1.runtime.atomic import atomic_write_bytes, atomic_write_json
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.fingerprint import sha256_file

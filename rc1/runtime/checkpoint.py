@@ -350,7 +350,7 @@ def list_checkpoints(ws: Workspace, run_dir: str | os.PathLike) -> list[Checkpoi
     latest = read_latest(root)
     entries = [(s, p, False) for s, p in step_dirs(root)]
     best = root / BEST
-    if best.is_dir():  # append-only copies: best/step_XXXXX/ (rc1.eval.harness.update_best)
+    if best.is_dir():  # append-only copies: best/step_XXXXX/ (rc1.eval.best.update_best)
         entries += [(s, p, True) for s, p in step_dirs(best)]
     out = []
     for s, p, is_best in entries:

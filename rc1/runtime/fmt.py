@@ -11,6 +11,14 @@ def measured(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+def shown(v: Any, width: int = 40) -> str:
+    """A value on screen (the console's tables): measured(v), "—" for None, cut to `width` characters."""
+    if v is None:
+        return "—"
+    s = measured(v)
+    return s if len(s) <= width else s[:width - 1] + "…"
+
+
 def fmt_pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 

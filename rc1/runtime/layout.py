@@ -5,6 +5,8 @@ the data pipeline, the gates, the machine and the report agree on."""
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 # data/: the seed pool, its difficulty metrics and balanced pool, the previous (v1) pool, the eval sets
 POOL = "data/rollouts/rc1_seed.jsonl"
 POOL_METRICS = "data/rollouts/rc1_seed.metrics.jsonl"
@@ -48,7 +50,24 @@ LEARNING_SIGNAL_REPORT = "reports/learning_signal.json"
 DIFFICULTY_FIT_REPORT = "reports/difficulty_fit.json"
 GATE_REPORTS = "reports/gates"            # one <gate>.json per gate: its last run
 RC1_REPORT = "reports/rc1/rc1_report.md"
+RC1_PLOTS = "reports/rc1/plots"           # the RC1 report's PNGs, beside it
+EVAL_REPORTS = "reports/eval_*.json"      # `rc1 eval`'s reports, whatever the strategy trained (eval_report_path)
 PIPELINE_TIMINGS = "reports/rc1/pipeline_timings.json"
+
+
+def eval_report_path(stamp: str) -> str:
+    """One `rc1 eval` report: reports/eval_<stamp>.json (stamp: its UTC time, plus _<k> when that name is taken)."""
+    return f"reports/eval_{stamp}.json"
+
+
+def eval_report_stamp(path: str | PurePath) -> str:
+    """The stamp eval_report_path was given: what orders the eval reports."""
+    return PurePath(path).stem.removeprefix("eval_")
+
+
+def expansion_path(stage: str) -> str:
+    """A scale stage's expansion of the training pool (rc1.data.expansion)."""
+    return f"data/rollouts/rc1_{stage}.jsonl"
 
 
 def metrics_path_for(pool: str) -> str:

@@ -23,7 +23,7 @@ import shutil
 import time
 from pathlib import Path
 
-from rc1.config.schema import REWARD_DIMENSIONS
+from rc1.config.names import REWARD_DIMENSIONS
 from rc1.engines.trl_engine import TRLEngine, TRLHooks
 from rc1.runtime import checkpoint as ckpt
 from rc1.runtime.device import memory_used_mb

@@ -64,12 +64,12 @@ def test_the_benchmark_reads_the_eval_of_its_own_config_and_every_gates_failing_
 
     ws = Workspace(tmp_path)
     (tmp_path / "reports/gates").mkdir(parents=True)
-    for name, path, runs in (("ppo_eval_1.json", "reports/bench/local_seeds3.yaml", 3),
-                             ("ppo_eval_2.json", "configs/local.yaml", 1),           # make run's, newer
-                             ("ppo_eval_0.json", "reports/bench/local_seeds3.yaml", 2)):
+    for name, path, runs in (("eval_1.json", "reports/bench/local_seeds3.yaml", 3),
+                             ("eval_2.json", "configs/local.yaml", 1),           # make run's, newer
+                             ("eval_0.json", "reports/bench/local_seeds3.yaml", 2)):
         (tmp_path / "reports" / name).write_text(json.dumps({"config": {"path": path}, "runs": [{}] * runs}))
     rep, path = _latest_eval(ws, "reports/bench/local_seeds3.yaml", 3)
-    assert path.name == "ppo_eval_1.json" and len(rep["runs"]) == 3
+    assert path.name == "eval_1.json" and len(rep["runs"]) == 3
     assert _latest_eval(ws, "reports/bench/local_seeds3.yaml", 4) == (None, None)
     kl = {"name": "seed 2 (20250840): KL vs target_kl", "measured": 0.081, "threshold": "<= 0.075", "status": "fail"}
     (tmp_path / "reports/gates/training_done.json").write_text(json.dumps(

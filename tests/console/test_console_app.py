@@ -216,8 +216,8 @@ async def test_reports_refresh_when_a_report_appears(console_ws):
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ReportsScreen", what="reports screen")
         head = app.screen.query_one("#rep-eval .report-head")
         assert "not produced yet" in text_of(head)
-        console_ws.path("reports/ppo_eval_20261122.json").write_text(json.dumps({"success_needs_clar": 0.61}))
-        await wait_for(pilot, lambda: "reports/ppo_eval_20261122.json" in text_of(head), what="new report")
+        console_ws.path("reports/eval_20261122.json").write_text(json.dumps({"success_needs_clar": 0.61}))
+        await wait_for(pilot, lambda: "reports/eval_20261122.json" in text_of(head), what="new report")
         # a poll may land between the truncate and the write (shown as not valid JSON); the next one reads it whole
         await wait_for(pilot, lambda: "success_needs_clar" in text_of(app.screen.query_one("#rep-eval .report-body")),
                        what="report body")

@@ -100,7 +100,7 @@ def test_balance_with_a_mix_keeps_the_task_shares(diff_ws, tmp_path):
 
 
 def test_a_violated_bound_fails_and_names_the_item(diff_ws, tmp_path):
-    from rc1.config.schema import DifficultyGate
+    from rc1.config.gates import DifficultyGate
     from rc1.data.difficulty import difficulty_checks
     from rc1.data.io import read_jsonl
 
@@ -153,7 +153,8 @@ def test_outcome_gap_compares_within_tasks_not_across_them():
     (lambda it, g: False, "not measurable"),  # the base model solves nothing: both buckets at 0 %
 ])
 def test_difficulty_gate_checks_buckets_against_dev_base_outcomes(diff_ws, solved, status):
-    from rc1.config.schema import GatesConfig, TrainConfig
+    from rc1.config.gates import GatesConfig
+    from rc1.config.schema import TrainConfig
     from rc1.gates.base import GateContext
     from rc1.gates.registry import run_area
     from tests.helpers.dev_answers import write_dev_answers
@@ -172,7 +173,8 @@ def test_difficulty_gate_checks_buckets_against_dev_base_outcomes(diff_ws, solve
 
 
 def test_dev_outcomes_from_another_model_or_split_are_refused(diff_ws):
-    from rc1.config.schema import GatesConfig, TrainConfig
+    from rc1.config.gates import GatesConfig
+    from rc1.config.schema import TrainConfig
     from rc1.gates.base import GateContext
     from rc1.gates.difficulty import outcome_check
     from rc1.gates.base import GateResult
@@ -190,7 +192,8 @@ def test_dev_outcomes_from_another_model_or_split_are_refused(diff_ws):
 
 
 def test_gates_pass_on_a_good_workspace_with_evidence(diff_ws):
-    from rc1.config.schema import GatesConfig, TrainConfig
+    from rc1.config.gates import GatesConfig
+    from rc1.config.schema import TrainConfig
     from rc1.gates.base import GateContext
     from rc1.gates.registry import run_area
     from tests.helpers.dev_answers import write_dev_answers
@@ -208,7 +211,7 @@ def test_gates_pass_on_a_good_workspace_with_evidence(diff_ws):
 
 
 def test_gates_fail_when_files_are_missing(tmp_path):
-    from rc1.config.schema import GatesConfig
+    from rc1.config.gates import GatesConfig
     from rc1.gates.base import GateContext
     from rc1.gates.registry import run_area
     from rc1.runtime.workspace import Workspace
@@ -226,7 +229,7 @@ def test_gates_are_not_fooled_by_a_stale_report(diff_ws):
     """Change the pool after the reports: the pool gate recomputes, the difficulty gate refuses the old metrics."""
     import shutil
 
-    from rc1.config.schema import GatesConfig
+    from rc1.config.gates import GatesConfig
     from rc1.data.io import read_jsonl, write_jsonl
     from rc1.gates.base import GateContext
     from rc1.gates.registry import run_area
@@ -252,7 +255,7 @@ def test_every_difficulty_bound_fails_on_realistic_bad_input(diff_ws):
     """Buckets swapped (easy items labelled hard and back), an easy item that restates its support, a hard one
     with nothing to match, an over-long item, too many tool hops, and a pool balanced to another target: each
     bound of the round 1 table refuses it."""
-    from rc1.config.schema import DifficultyGate
+    from rc1.config.gates import DifficultyGate
     from rc1.data.difficulty import difficulty_checks
     from rc1.data.io import read_jsonl
 

@@ -116,7 +116,7 @@ def test_a_numeric_custom_task_passes_the_gates_trains_and_evaluates(tmp_path):
     assert res.exit_code == 0, res.output
     from rc1.eval.harness import run_view
 
-    report = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
+    report = json.loads(sorted(ws.reports.glob("eval_*.json"))[-1].read_text())
     held = run_view(report, report["runs"][0], "shadow")
     assert held["base"]["n"] == 12 and held["trained"]["n"] == 12 and list(held["base"]["by_task"]) == ["arith"]
     assert list(held["delta"]["by_task"]) == ["arith"] and held["delta"]["n_paired"] == 12

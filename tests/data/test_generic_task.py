@@ -193,7 +193,7 @@ def _checks(checks):
 
 def test_pool_checks_a_custom_task_lacks_the_fields_for_are_not_applicable_with_the_reason(arith_ws):
     from rc1.config.load import load_train_config
-    from rc1.config.schema import PoolGate
+    from rc1.config.gates import PoolGate
     from rc1.data import diversity as DV
     from rc1.data.generic import load_task
 
@@ -226,7 +226,7 @@ def test_pool_checks_a_custom_task_lacks_the_fields_for_are_not_applicable_with_
 
 
 def test_difficulty_uses_declared_buckets_and_measures_clue_overlap_only_with_supporting_text(arith_ws):
-    from rc1.config.schema import DifficultyGate
+    from rc1.config.gates import DifficultyGate
     from rc1.data import difficulty as D
     from rc1.data.generic import read_task_file
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from rc1.config.schema import BUCKETS, LADDER_LEVELS
+from rc1.config.names import BUCKETS, LADDER_LEVELS
 from rc1.data import ladder as L
 from rc1.data.pool import BuildParams, make_level_item
 from rc1.data.templates import load_pack

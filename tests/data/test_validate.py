@@ -179,7 +179,7 @@ def test_too_short_too_long_and_too_few_items_fail(small_ws):
     assert not c["sample length min (tokens)"]["passed"] and "too-short" in c["sample length min (tokens)"]["detail"]
     assert not c["sample length max (tokens)"]["passed"] and "too-long" in c["sample length max (tokens)"]["detail"]
     assert c["items"]["passed"]  # the test gates ask for >= 1 item; production asks for 30000
-    from rc1.config.schema import PoolGate
+    from rc1.config.gates import PoolGate
     from rc1.data import diversity as DV
 
     prod = DV.validate(items, None, None, PoolGate(min_items=30000), lengths=[100] * len(items))

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from rc1.eval.harness import best_index, update_best
+from rc1.eval.best import best_index, update_best
 from rc1.runtime.checkpoint import MODEL_FILE, write_checkpoint
 from rc1.runtime.fingerprint import sha256_file, sha256_tree
 from tests.helpers.eval import crafted_report, items_for, recs, write_end_record
@@ -27,15 +27,15 @@ def fake_ckpt(ws, step: int, payload: bytes = b"weights", run: str = RUN):
 
 def test_best_is_append_only_and_compares_like_with_like(ws):
     c10 = fake_ckpt(ws, 10)
-    r = update_best(ws, RUN, c10, "success", 0.30, "reports/ppo_eval_a.json", DEV_A)
+    r = update_best(ws, RUN, c10, "success", 0.30, "reports/eval_a.json", DEV_A)
     assert r["updated"] and r["path"] == f"{RUN}/best/step_00010"
     tree10 = sha256_tree(ws.path(r["path"]))
     c20 = fake_ckpt(ws, 20)
-    r = update_best(ws, RUN, c20, "success", 0.25, "reports/ppo_eval_b.json", DEV_A)  # worse: nothing copied
+    r = update_best(ws, RUN, c20, "success", 0.25, "reports/eval_b.json", DEV_A)  # worse: nothing copied
     assert not r["updated"] and "does not beat" in r["reason"]
     assert not ws.path(f"{RUN}/best/step_00020").exists()
     c30 = fake_ckpt(ws, 30)
-    r = update_best(ws, RUN, c30, "success", 0.40, "reports/ppo_eval_c.json", DEV_A)
+    r = update_best(ws, RUN, c30, "success", 0.40, "reports/eval_c.json", DEV_A)
     assert r["updated"] and r["previous_best"] == 0.30
     # the earlier best is still there, byte for byte; the index grew by one line per new best
     assert sha256_tree(ws.path(f"{RUN}/best/step_00010")) == tree10
@@ -44,18 +44,18 @@ def test_best_is_append_only_and_compares_like_with_like(ws):
     assert all(e["selection"]["split"] == "dev" for e in idx)
     # a re-eval of an already-copied step never overwrites its copy
     (ws.path(f"{RUN}/step_00030") / MODEL_FILE).write_bytes(b"changed later")
-    r = update_best(ws, RUN, ws.path(f"{RUN}/step_00030"), "success", 0.50, "reports/ppo_eval_d.json", DEV_A)
+    r = update_best(ws, RUN, ws.path(f"{RUN}/step_00030"), "success", 0.50, "reports/eval_d.json", DEV_A)
     assert "already exists" in r["reason"]
     assert (ws.path(f"{RUN}/best/step_00030") / MODEL_FILE).read_bytes() != b"changed later"
 
 
 def test_best_is_never_chosen_without_a_dev_result(ws):
     c10, c20 = fake_ckpt(ws, 10), fake_ckpt(ws, 20)
-    r = update_best(ws, RUN, c10, "success", 0.90, "reports/ppo_eval_a.json", None)  # a held-out-only eval
+    r = update_best(ws, RUN, c10, "success", 0.90, "reports/eval_a.json", None)  # a held-out-only eval
     assert not r["updated"] and "dev split" in r["reason"] and not ws.path(f"{RUN}/best").exists()
-    update_best(ws, RUN, c10, "success", 0.50, "reports/ppo_eval_b.json", DEV_A)
+    update_best(ws, RUN, c10, "success", 0.50, "reports/eval_b.json", DEV_A)
     # other dev items: a value on them is not comparable with 0.50 on DEV_A, so it is the first of its kind
-    r = update_best(ws, RUN, c20, "success", 0.40, "reports/ppo_eval_c.json", DEV_B)
+    r = update_best(ws, RUN, c20, "success", 0.40, "reports/eval_c.json", DEV_B)
     assert r["updated"] and r["previous_best"] is None
 
 
@@ -106,7 +106,7 @@ def test_rc1_gate_passes_when_every_ci_bound_holds(ws, gate_ctx):
     assert turns.measured == 0 and turns.status == "pass"  # turns vary, and the trained model's equal the base's
     assert "majority" in c["trained success - majority-class baseline (pp, CI lower bound)"].detail
     assert c["run completed (or early stop accepted)"].passed
-    assert {e.path for e in res.evidence} >= {"reports/ppo_eval_20261122_000001.json", f"{RUN}/step_00010/manifest.json",
+    assert {e.path for e in res.evidence} >= {"reports/eval_20261122_000001.json", f"{RUN}/step_00010/manifest.json",
                                               END}
     assert any("smallest success increase" in n for n in res.notes)
 
@@ -288,7 +288,7 @@ def md_rows(md: str) -> dict[str, list[str]]:
 
 def test_report_numbers_equal_the_json(ws):
     from rc1.eval.harness import run_view
-    from rc1.report import build_report
+    from rc1.report.build import build_report
     from rc1.runtime.fmt import fmt_pct, fmt_pp, fmt_rate_ci
 
     p = report_for(ws, GOOD)
@@ -323,7 +323,7 @@ def test_report_numbers_equal_the_json(ws):
 
 
 def test_metrics_rows_are_split_into_one_run_per_seed_for_the_plots():
-    from rc1.report import _by_seed
+    from rc1.report.plots import _by_seed
 
     steps = [1, 2, 3, 2, 3, 4, 1, 2, 1, 2]   # seed 0 resumed from step 1 (repeats 2-3), then seeds 1 and 2
     runs = _by_seed([{"step": s} for s in steps])
@@ -333,7 +333,7 @@ def test_metrics_rows_are_split_into_one_run_per_seed_for_the_plots():
 
 
 def test_the_difficulty_fit_plot_draws_every_task_and_skips_a_run_without_a_fit(tmp_path):
-    from rc1.report import plot_difficulty_fit
+    from rc1.report.plots import plot_difficulty_fit
 
     def level(n, p, chosen):
         return {"level": n, "pass_rate": p, "ci": [max(0, p - 0.1), min(1, p + 0.1)], "majority_rate": 0.05,
@@ -348,7 +348,7 @@ def test_the_difficulty_fit_plot_draws_every_task_and_skips_a_run_without_a_fit(
 
 
 def test_report_states_not_measurable_checks_and_early_stops(ws):
-    from rc1.report import build_report
+    from rc1.report.build import build_report
 
     one_turn = lambda i: 1  # noqa: E731
     report_for(ws, recs(ok_need=25, overclar=0, ok_hard=30, turns=one_turn),
@@ -366,7 +366,7 @@ def test_report_states_not_measurable_checks_and_early_stops(ws):
 
 
 def test_report_refuses_a_tampered_eval_report(ws):
-    from rc1.report import build_report
+    from rc1.report.build import build_report
     from rc1.runtime.errors import ConfigError
 
     p = report_for(ws, GOOD)

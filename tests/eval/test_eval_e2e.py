@@ -26,7 +26,7 @@ def test_eval_base_and_checkpoint_then_cached_base_and_report(tiny_ws):
     write_end_record(ws, "reports/state/training_end.json", ck, train_dtype="bf16")
     r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--batch-size", "12")
     assert r.exit_code == 0, r.output
-    reports = sorted(ws.reports.glob("ppo_eval_*.json"))
+    reports = sorted(ws.reports.glob("eval_*.json"))
     assert len(reports) == 1 and verify_artifact(ws, reports[0])
     rep = json.loads(reports[0].read_text())
     assert rep["sets"]["shadow"]["n"] == 9 and rep["sets"]["dev"]["n"] == 3 and rep["dev_set"] == "dev"
@@ -52,7 +52,7 @@ def test_eval_base_and_checkpoint_then_cached_base_and_report(tiny_ws):
     write_trainer_checkpoint(ws, cfg, 20, scale=0.95)
     r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--batch-size", "12")
     assert r.exit_code == 0, r.output
-    rep2 = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
+    rep2 = json.loads(sorted(ws.reports.glob("eval_*.json"))[-1].read_text())
     assert rep2["throughput"]["base"]["cached"] and rep2["throughput"]["base"]["cached_sets"] == ["dev", "shadow"]
     assert rep2["records"]["base"] == rep["records"]["base"] and rep2["checkpoint"]["step"] == 20
 
@@ -77,7 +77,7 @@ def test_every_seed_run_is_evaluated_against_one_base_pass(tiny_ws):
         write_end_record(ws, sr.end_file, ck, reason="completed" if i == 0 else "operator", train_dtype=None)
     r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--batch-size", "12", "--shadow-only")
     assert r.exit_code == 0, r.output
-    rep = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
+    rep = json.loads(sorted(ws.reports.glob("eval_*.json"))[-1].read_text())
     assert [x["checkpoint"]["path"] for x in rep["runs"]] == ["checkpoints/evt/seed0/step_00004",
                                                                "checkpoints/evt/seed1/step_00004"]
     assert [x["training"]["stopped_early"] for x in rep["runs"]] == [False, True]
@@ -93,7 +93,7 @@ def test_every_seed_run_is_evaluated_against_one_base_pass(tiny_ws):
     # --seed-index picks one run
     r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--shadow-only", "--seed-index", "1")
     assert r.exit_code == 0, r.output
-    rep = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
+    rep = json.loads(sorted(ws.reports.glob("eval_*.json"))[-1].read_text())
     assert [x["seed_index"] for x in rep["runs"]] == [1] and rep["throughput"]["base"]["cached"]
 
 
@@ -123,7 +123,7 @@ def test_eval_refuses_a_corrupt_checkpoint(tiny_ws):
         fh.write(b"\x00\x01\x02")
     r = rc1(ws, "eval", "--config", "configs/tiny.yaml")
     assert r.exit_code == 2 and "corrupt" in r.output
-    assert not list(ws.reports.glob("ppo_eval_*.json"))
+    assert not list(ws.reports.glob("eval_*.json"))
 
 
 def test_eval_without_checkpoint_or_shadow_set_is_a_clear_error(tiny_ws):
@@ -144,7 +144,7 @@ def test_eval_base_only_on_the_embedded_smollm2(ws):
     write_jsonl(ws.path("data/shadow.jsonl"), short)
     r = rc1(ws, "eval", "--config", "configs/small.yaml", "--base-only", "--shadow-only")
     assert r.exit_code == 0, r.output
-    rep = json.loads(sorted(ws.reports.glob("ppo_eval_*.json"))[-1].read_text())
+    rep = json.loads(sorted(ws.reports.glob("eval_*.json"))[-1].read_text())
     assert rep["runs"] == [] and rep["results"]["shadow"]["base"]["n"] == 3 and list(rep["sets"]) == ["shadow"]
     from rc1.runtime.device import cpu_bf16_supported
 
@@ -160,7 +160,7 @@ def test_checkpoint_weights_full_and_lora_adapter_are_applied(tiny_ws):
     from safetensors.torch import save_file
 
     from rc1.config.load import config_hash, load_train_config
-    from rc1.eval.harness import load_base, load_checkpoint_model
+    from rc1.eval.loading import load_base, load_checkpoint_model
     from rc1.models.loader import load_model
     from rc1.runtime.checkpoint import ADAPTER_FILE, write_checkpoint
 
@@ -208,7 +208,7 @@ def test_eval_dtype_on_a_cpu_is_fp32_unless_the_config_asks_for_bf16():
     import torch
 
     from rc1.config.schema import TrainConfig
-    from rc1.eval.harness import eval_dtype
+    from rc1.eval.loading import eval_dtype
     from rc1.runtime.device import cpu_bf16_supported
 
     cpu = torch.device("cpu")

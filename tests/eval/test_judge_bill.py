@@ -1,6 +1,6 @@
 """The eval report's judge bill: per run from its training end record, summed over the runs."""
 
-from rc1.report import _judge_lines
+from rc1.report.build import _judge_lines
 
 
 def _run(run_dir, calls, tokens, cost, note=None):

@@ -26,8 +26,10 @@ def test_stage_order_walks_the_gated_machine_to_eval(ws):
              "gate: round1", "reward: calibrate", "reward: shadow run", "learning signal", "gate: round2", "train",
              "gate: training done", "eval", "report"]
     assert [n for n in names if n in order] == order
-    shadow = _stage(_pipeline(ws), "reward: shadow run")
-    assert shadow.argv[shadow.argv.index("--source") + 1] == "eval_base" and "--n" not in shadow.argv
+    pipe = _pipeline(ws)
+    shadow = _stage(pipe, "reward: shadow run")  # reads eval.shadow_run_source (eval_base here) and its n from the config
+    assert shadow.argv == ["reward", "shadow-run", "--config", "configs/local.yaml"]
+    assert pipe.cfg.eval.shadow_run_source == "eval_base" and pipe.cfg.eval.shadow_run_n is None
 
 
 def test_finished_data_stage_is_skipped_until_its_evidence_changes(ws):
@@ -120,6 +122,10 @@ def test_shadow_run_scores_the_eval_base_pass_and_eval_reuses_it(tiny_ws):
     cfg = load_train_config("configs/tiny.yaml", ws)
     rep = shadow_run(ws, cfg, source="eval_base", tag="t")
     assert rep["source"] == "eval_base" and rep["n"] == 9 and rep["n_success"] + rep["n_failure"] == 9
+    # the pipeline's `rc1 reward shadow-run --config` passes no --source: the config's eval.shadow_run_source
+    by_config = shadow_run(ws, cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"shadow_run_source":
+                                                                                       "eval_base"})}), tag="t")
+    assert by_config["source"] == "eval_base" and by_config["inputs"]["responses"] == rep["inputs"]["responses"]
     cache = rep["inputs"]["responses"]
     assert cache.startswith("reports/eval_cache/base_") and ws.path(cache + ".sha256").exists()
     write_trainer_checkpoint(ws, cfg, 2)

@@ -91,9 +91,13 @@ def _ctx(ws, stage, judge=None):
     from rc1.config.load import load_gates_config, load_train_config
     from rc1.gates.base import GateContext
 
+    from rc1.data.expansion import builder
+
     cfg = load_train_config("configs/scale.yaml", ws)
-    return GateContext(ws=ws, gates=load_gates_config(cfg.gates, ws), round=stage, config=cfg,
-                       extras={"judge": judge} if judge else {})
+    gates = load_gates_config(cfg.gates, ws)
+    # the expansion builder `rc1 scale run` hands the gate
+    return GateContext(ws=ws, gates=gates, round=stage, config=cfg,
+                       extras={"expand": builder(ws, cfg, gates.pool), **({"judge": judge} if judge else {})})
 
 
 def test_scale_1000_expands_with_new_items_and_writes_before_after_reports(scale_ws):
@@ -126,6 +130,20 @@ def test_scale_1000_expands_with_new_items_and_writes_before_after_reports(scale
     assert res5.passed, [c.to_dict() for c in res5.failing]
     new5 = {json.loads(x)["id"] for x in ws.path("data/rollouts/rc1_scale_5000.jsonl").read_text().splitlines()}
     assert len(new5) == 48 and not new5 & ({it["id"] for it in new} | old_ids)
+
+
+def test_the_scale_gate_alone_builds_nothing_and_names_the_command_that_does(scale_ws):
+    """A gate reads and measures: without the builder `rc1 scale run` hands it (as `rc1 advance` runs it), a
+    missing expansion fails its check and no file is written."""
+    from rc1.gates.scale import evaluate
+
+    ctx = _ctx(scale_ws, "scale_1000", GradeJudge())
+    del ctx.extras["expand"]
+    res = evaluate(ctx)
+    bad = [c for c in res.checks if not c.passed and c.threshold != "not run"]
+    assert [c.name for c in bad] == ["after: expansion built"]
+    assert "rc1 scale run --stage scale_1000" in bad[0].detail
+    assert not scale_ws.path("data/rollouts/rc1_scale_1000.jsonl").exists()
 
 
 def test_scale_gate_stops_at_the_first_failing_check_with_a_leaking_pool(scale_ws):

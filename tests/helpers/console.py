@@ -292,7 +292,7 @@ def eval_report() -> dict:
     """An eval report (rc1.eval.harness shape, trimmed to what the held-out gain chart reads)."""
     by_task = {"gsm8k": {"n": 40, "base": 0.1, "trained": 0.3, "delta_pp": 20.0, "ci95_pp": [7.5, 32.5]},
                "strategyqa": {"n": 40, "base": 0.55, "trained": 0.5, "delta_pp": -5.0, "ci95_pp": [-17.5, 7.5]}}
-    return {"kind": "ppo_eval", "heldout_set": "heldout", "seeds": [7],
+    return {"kind": "eval", "heldout_set": "heldout", "seeds": [7],
             "runs": [{"seed_index": 0, "seed": 7, "results": {"heldout": {"delta": {
                 "success": {"n": 80, "delta_pp": 7.5, "ci95_pp": [-1.25, 16.25]}, "by_task": by_task}}}}]}
 
@@ -302,7 +302,7 @@ def write_plotted_reports(ws: Workspace) -> None:
     from rc1.runtime.layout import DIFFICULTY_FIT_REPORT
 
     ws.path(DIFFICULTY_FIT_REPORT).write_text(json.dumps(DIFFICULTY_FIT, indent=1))
-    ws.path("reports/ppo_eval_20261122T030000Z.json").write_text(json.dumps(eval_report(), indent=1))
+    ws.path("reports/eval_20261122T030000Z.json").write_text(json.dumps(eval_report(), indent=1))
     lines = ws.metrics_path.read_text().split("\n")
     out = []
     for line in lines:

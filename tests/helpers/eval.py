@@ -93,8 +93,8 @@ def items_for(records, answer=lambda i: f"unique answer {i}") -> list[dict]:
 
 
 def crafted_report(ws, base, runs, *, items=None, profile: str = "laptop",
-                   name: str = "ppo_eval_20261122_000001.json"):
-    """A ppo_eval report (the harness's v2 layout) from records; `runs` = [(ckpt, trained records, end_file,
+                   name: str = "eval_20261122_000001.json"):
+    """An eval report (the harness's v2 layout) from records; `runs` = [(ckpt, trained records, end_file,
     run_dir)], end_file/run_dir may be None. Written atomically with its sidecar, as `rc1 eval` does."""
     from rc1.eval.harness import REPORT_VERSION
     from rc1.eval.metrics import compare, flat_split, majority_baseline, mde_table, summarize, versus_baseline
@@ -119,7 +119,7 @@ def crafted_report(ws, base, runs, *, items=None, profile: str = "laptop",
                         "throughput": {"episodes": len(trained), "seconds": 1.0, "episodes_per_s": len(trained)}})
     from rc1.eval.harness import runs_spread
 
-    doc = {"kind": "ppo_eval", "version": REPORT_VERSION, "profile": profile, "heldout_set": "shadow", "dev_set": None,
+    doc = {"kind": "eval", "version": REPORT_VERSION, "profile": profile, "heldout_set": "shadow", "dev_set": None,
            "run_dir": entries[0]["run_dir"] if len(entries) == 1 else None,
            "checkpoint": entries[0]["checkpoint"] if len(entries) == 1 else None,
            "dtype": {"eval": "fp32", "requested": "auto", "device": "cpu", "cpu_native_bf16": False,
@@ -133,5 +133,5 @@ def crafted_report(ws, base, runs, *, items=None, profile: str = "laptop",
            "throughput": {"base": {"episodes": len(base), "cached": True, "cached_sets": ["shadow"]},
                           "runs": [e["throughput"] for e in entries]}}
     p = atomic_write_json(ws.reports / name, doc)
-    register_artifact(ws, p, "ppo_eval")
+    register_artifact(ws, p, "eval")
     return p

@@ -20,7 +20,7 @@ def build_tiny_model_dir(out: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-    from rc1.envs.protocol import system_prompt
+    from rc1.envs.actions import system_prompt
     from rc1.models.tiny import QWEN3_STYLE_TEMPLATE
 
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]

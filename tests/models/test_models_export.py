@@ -79,7 +79,7 @@ def trained(tmp_path_factory):
     shaping counts only in groups whose correctness varies.)"""
     from rc1.config.load import load_train_config
     from rc1.training.base import make_recipe
-    from rc1.eval.harness import update_best
+    from rc1.eval.best import update_best
     from rc1.runtime.workspace import Workspace
 
     root = tmp_path_factory.mktemp("export_ws")
@@ -90,7 +90,7 @@ def trained(tmp_path_factory):
     recipe.setup()
     assert recipe.train() == "completed"
     recipe.cleanup()
-    update_best(ws, cfg.checkpoint_dir, ws.path(STEP), cfg.eval.metric, 0.25, "reports/ppo_eval_test.json",
+    update_best(ws, cfg.checkpoint_dir, ws.path(STEP), cfg.eval.metric, 0.25, "reports/eval_test.json",
                 {"split": "dev", "path": "data/eval_min.jsonl", "n": 4, "key": "dev-items"})  # best/ is chosen on dev
     return ws, str(conf), cfg
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rc1.cli.main import app
 from rc1.config.load import load_train_config
-from rc1.config.schema import GatesConfig, ScorerGate
+from rc1.config.gates import GatesConfig, ScorerGate
 from rc1.gates import scorer as scorer_gate
 from rc1.gates.base import NOT_MEASURABLE, GateContext
 from rc1.judge.client import JudgeClient

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from rc1.cli.main import app
 from rc1.config.load import load_train_config
-from rc1.config.schema import GatesConfig
+from rc1.config.gates import GatesConfig
 from rc1.gates import scorer as scorer_gate
 from rc1.gates.base import GateContext
 from rc1.runtime.workspace import Workspace

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rc1.config.load import load_train_config
-from rc1.config.schema import REWARD_DIMENSIONS, RewardSection
+from rc1.config.names import REWARD_DIMENSIONS
+from rc1.config.schema import RewardSection
 from rc1.data.pool import BuildParams, build_pool
 from rc1.envs.episode import EpisodeOutcome
 from rc1.rewards.reward import RewardModel

@@ -7,7 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rc1.cli.main import app
-from rc1.config.schema import GatesConfig, ShadowRunGate, TrainConfig
+from rc1.config.gates import GatesConfig, ShadowRunGate
+from rc1.config.schema import TrainConfig
 from rc1.gates import reward_weights, shadow_run as shadow_gate
 from rc1.gates.base import NOT_MEASURABLE, GateContext
 from rc1.rewards.calibrate import LAMBDA_GRID, calibrate_arrays, fit_weights, project_capped_simplex
@@ -184,7 +185,7 @@ def calibration_data(n=150, seed=5, signal="format", noise=0.0):
     """Scored answers (a quarter solved) whose success shows in one dimension: `correctness` (the verifier's
     own score: circular) or a shaping dimension such as `format` (a real, non-circular signal); `noise`
     flips that share of the outcomes."""
-    from rc1.config.schema import REWARD_DIMENSIONS
+    from rc1.config.names import REWARD_DIMENSIONS
 
     rng = np.random.default_rng(seed)
     X = rng.uniform(0.2, 1, (n, 7))

@@ -79,7 +79,7 @@ def test_truncated_episode_never_succeeds():
 
 # ----------------------------------------------------------------------------- the verifier registry
 def test_the_schema_names_exactly_the_registered_verifiers():
-    from rc1.config.schema import TASK_VERIFIERS, VERIFIER_NAMES
+    from rc1.config.names import TASK_VERIFIERS, VERIFIER_NAMES
     from rc1.envs.verifiers import VERIFIERS
 
     assert tuple(VERIFIERS) == VERIFIER_NAMES

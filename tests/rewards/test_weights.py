@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from rc1.config.schema import GatesConfig, RewardSection
+from rc1.config.gates import GatesConfig
+from rc1.config.schema import RewardSection
 from rc1.gates.base import GateContext
 from rc1.gates import reward_weights
 from rc1.rewards.reward import RewardModel

@@ -285,7 +285,7 @@ def test_an_all_wrong_group_gets_no_larger_advantages_than_a_mixed_group():
 def test_the_rc1_gate_judges_every_kept_task_on_the_fitted_set():
     """One task improves, the other does not: overall the gain is clear, but the per-task check of the
     task that did not improve fails (the fitted set is judged per kept task)."""
-    from rc1.config.schema import GatesConfig
+    from rc1.config.gates import GatesConfig
     from rc1.eval.metrics import EpisodeRecord, compare, majority_baseline, summarize, versus_baseline
     from rc1.gates.rc1_eval import heldout_checks
 

@@ -11,7 +11,7 @@ from rc1.gates import learning_signal as gate
 from rc1.gates.base import GateContext
 from rc1.runtime.fingerprint import register_artifact
 from rc1.runtime.workspace import Workspace
-from rc1.training.signal import REPORT, measure, signal_identity
+from rc1.training.learning_signal import REPORT, measure, signal_identity
 from tests.helpers.workspace import make_workspace
 
 

@@ -114,7 +114,7 @@ def test_dpo_pairs_take_the_first_of_tied_extremes_and_skip_flat_groups():
 def test_pass_at_k_counts_groups_with_any_success():
     from types import SimpleNamespace
 
-    from rc1.config.schema import REWARD_DIMENSIONS
+    from rc1.config.names import REWARD_DIMENSIONS
     from rc1.engines.contract import ScoredRollout
 
     ep = SimpleNamespace(action_mask=[0, 1, 1], truncated=False, turns=1, tool_hops=0, clarifications=0)
@@ -165,7 +165,8 @@ class _FixedPolicy:
 
 def test_the_ppo_plan_by_hand():
     """k1 penalty per token, the reward on the last action token, GAE (gamma = lambda = 1), whitening, x scale."""
-    from rc1.config.schema import REWARD_DIMENSIONS, TrainConfig
+    from rc1.config.names import REWARD_DIMENSIONS
+    from rc1.config.schema import TrainConfig
     from rc1.engines.contract import Batch, ScoredRollout
     from rc1.envs.episode import Episode
     from rc1.strategies.ppo import PPOStrategy

@@ -58,7 +58,7 @@ def test_the_trainers_lm_head_runs_in_fp32_under_bf16_autocast(bf16_engine):
 
 
 def test_the_dev_eval_uses_the_final_evals_precision(bf16_engine):
-    """eval.dtype auto is fp32 on a CPU (rc1.eval.harness.eval_dtype): the dev eval then rolls out the fp32
+    """eval.dtype auto is fp32 on a CPU (rc1.eval.loading.eval_dtype): the dev eval then rolls out the fp32
     master weights without autocast, not the bf16 sampling copy."""
     model, autocast = bf16_engine.eval_model()
     assert model is bf16_engine.model and autocast is False

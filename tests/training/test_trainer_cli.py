@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rc1.callbacks.logging import REQUIRED_KEYS
 from rc1.cli.main import app
-from rc1.config.schema import REWARD_DIMENSIONS
+from rc1.config.names import REWARD_DIMENSIONS
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.machine.service import current_state, open_machine
 from rc1.runtime import trainer_proc

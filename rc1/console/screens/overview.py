@@ -10,8 +10,9 @@ from textual.widgets import Static
 
 from rc1.console.screens.base import WorkspaceScreen
 from rc1.console.view import WorkspaceView
-from rc1.console.widgets.gate_checks import all_gates, blockers, fmt_value
+from rc1.console.widgets.gate_checks import all_gates, blockers
 from rc1.console.widgets.state_diagram import StateDiagram
+from rc1.runtime.fmt import shown
 
 CACHE_ALERT = 0.95
 
@@ -25,10 +26,10 @@ def ops_text(view: WorkspaceView) -> Text:
         rate = ops.get("judge_cache_hit_rate")
         out.append("judge cache hit rate: ")
         alert = isinstance(rate, (int, float)) and rate >= CACHE_ALERT
-        out.append(fmt_value(rate), style="bold red" if alert else "")
+        out.append(shown(rate), style="bold red" if alert else "")
         out.append(f"  ⚠ ≥ {CACHE_ALERT}: scores are mostly cached, not live\n" if alert else "\n", style="red")
-        out.append(f"judge 429 rate: {fmt_value(ops.get('judge_429_rate'))}\n")
-        out.append(f"judge latency avg (s): {fmt_value(ops.get('judge_latency_avg_s'))}\n")
+        out.append(f"judge 429 rate: {shown(ops.get('judge_429_rate'))}\n")
+        out.append(f"judge latency avg (s): {shown(ops.get('judge_latency_avg_s'))}\n")
     if view.checkpoints_unavailable:
         out.append(f"checkpoints: {view.checkpoints_unavailable}\n", style="dim")
     elif not ops.get("checkpoints_written"):

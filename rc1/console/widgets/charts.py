@@ -156,7 +156,7 @@ def difficulty_fit_chart(doc: dict) -> RenderableType:
 
 
 def heldout_gain_chart(report: dict) -> RenderableType | None:
-    """An eval report (reports/ppo_eval_*.json): held-out success gain (trained - base, pp) per task with its
+    """An eval report (reports/eval_*.json): held-out success gain (trained - base, pp) per task with its
     paired-bootstrap 95 % CI, one chart per evaluated run; None when the report has no trained run."""
     set_name = report.get("heldout_set") or "heldout"
     charts: list[RenderableType] = []

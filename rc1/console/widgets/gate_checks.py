@@ -11,16 +11,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from rc1.runtime.fmt import shown
 from rc1.state.table import STATES, TRANSITIONS, forward_from
-
-
-def fmt_value(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if v is None:
-        return "—"
-    s = str(v)
-    return s if len(s) <= 40 else s[:39] + "…"
 
 
 def _evidence_text(result: dict) -> str:
@@ -88,7 +80,7 @@ class GateTable:
                     check.append(f" [{st}]", style="yellow" if st == "not measurable" else "dim")
                 if c.get("detail") and st != "pass":
                     check.append(f" — {c['detail']}", style="dim")
-                out.append((mark(res, c), res.get("gate", "?"), check, fmt_value(c.get("measured")),
+                out.append((mark(res, c), res.get("gate", "?"), check, shown(c.get("measured")),
                             str(c.get("threshold", "")), ev))
         return out
 
@@ -181,7 +173,7 @@ def blockers(state: str, gates: dict[str, dict]) -> Text:
     for area, c in failing:
         st = check_status(c)
         out.append("✘ " if st == "fail" else "? ", style="bold red")
-        out.append(f"{area}/{c.get('name')}: {fmt_value(c.get('measured'))} (threshold {c.get('threshold')})")
+        out.append(f"{area}/{c.get('name')}: {shown(c.get('measured'))} (threshold {c.get('threshold')})")
         if st != "fail":
             out.append(f" [{st}: this profile blocks on it]", style="red")
         if c.get("detail"):

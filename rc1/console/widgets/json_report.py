@@ -16,6 +16,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from rc1.runtime.fmt import shown
+
 MAX_ROWS = 40
 BAR_WIDTH = 30
 
@@ -29,12 +31,7 @@ def _is_scalar(v: Any) -> bool:
 
 
 def fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if v is None:
-        return "—"
-    s = str(v)
-    return s if len(s) <= 80 else s[:79] + "…"
+    return shown(v, width=80)
 
 
 HIST_WORDS = ("hist", "count", "dist", "mix", "share", "bucket", "freq")

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rc1.envs.protocol import has_complete_action, parse_action, system_prompt, visible_text
+from rc1.envs.actions import has_complete_action, parse_action, system_prompt, visible_text
 from rc1.envs.tools import CalcError, calc, run_calc, wiki_search
 
 

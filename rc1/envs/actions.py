@@ -1,4 +1,4 @@
-"""The text protocol between the model and the episode environment (works with any chat template).
+"""The ANSWER / TOOL / ASK action grammar between the model and the episode environment (any chat template).
 
 In each of its turns the model writes free text; the FIRST line (outside `<think>…</think>`)
 that starts with one of these keywords is its action (keywords are case-insensitive; leading
