@@ -34,6 +34,7 @@ from rc1.strategies.rl_math import (grpo_advantages, grpo_token_loss, masked_mea
 
 
 class GRPOStrategy(RolloutStrategy):
+    # the header and __init__ look like PPO's (duplicates lists the pair by shape); each reads its own settings
     name = "grpo"
 
     def __init__(self, cfg, reward_model):
