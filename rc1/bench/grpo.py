@@ -141,6 +141,7 @@ def _accuracy(model, tokenizer, items: list[dict], batch_size: int = 50) -> floa
 
 def _learning_check(budget_s: float, threads: int | None) -> dict:
     """Child process: held-out accuracy before / after `budget_s` seconds of pure-engine GRPO."""
+    from rc1.callbacks.base import BaseCallback
     from rc1.config.load import load_train_config
     from rc1.training.base import make_recipe
     from rc1.runtime.workspace import Workspace
@@ -157,19 +158,13 @@ def _learning_check(budget_s: float, threads: int | None) -> dict:
         model, tok = recipe.engine.model, recipe.engine.tokenizer
         before = _accuracy(model, tok, held_out)
 
-        class Budget:
+        class Budget(BaseCallback):
             def __init__(self):
                 self.t0 = time.monotonic()
-
-            def on_train_start(self, r):
-                pass
 
             def on_step_end(self, r, record):
                 if time.monotonic() - self.t0 >= budget_s:
                     r.request_stop("budget")
-
-            def on_train_end(self, r):
-                pass
 
         recipe.callbacks.insert(0, Budget())
         t0 = time.monotonic()

@@ -263,6 +263,7 @@ def _train_rc1(spec: dict) -> dict:
     """Child process: rc1's pure PyTorch engine (the recipe `rc1 train` runs) for the budget."""
     import torch
 
+    from rc1.callbacks.base import BaseCallback
     from rc1.config.schema import TrainConfig
     from rc1.envs.env import ChatFormat, episode_messages
     from rc1.rewards.reward import RewardModel
@@ -290,16 +291,13 @@ def _train_rc1(spec: dict) -> dict:
         clock = BudgetClock(spec["budget_s"], spec["eval_every_s"], evaluate,
                             on_point=lambda points: write({**progress, "points": list(points)}))
 
-        class Budget:
+        class Budget(BaseCallback):
             def on_train_start(self, r):
                 clock.start()
 
             def on_step_end(self, r, record):
                 if clock.step_done(r.step):
                     r.request_stop("budget")
-
-            def on_train_end(self, r):
-                pass
 
         recipe.callbacks.insert(0, Budget())  # before logging (which always runs last)
         recipe.train()
