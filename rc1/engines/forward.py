@@ -22,11 +22,7 @@ from typing import Any, ContextManager
 
 from rc1.engines.contract import ForwardOutput
 from rc1.envs.sampling import sampling_logits
-
-
-def causal_lm(model):
-    """The transformers CausalLM under a peft wrapper (LoRA layers are injected in place)."""
-    return model.get_base_model() if hasattr(model, "get_base_model") else model  # peft's wrapper has it
+from rc1.models.loader import causal_lm
 
 
 def activation_checkpointing(lm) -> bool:

@@ -34,8 +34,8 @@ import math
 from typing import Any, Callable
 
 from rc1.engines.contract import ForwardOutput, StepPlan
-from rc1.engines.forward import causal_lm, token_logprobs
-from rc1.models.loader import is_peft
+from rc1.engines.forward import token_logprobs
+from rc1.models.loader import causal_lm, is_peft
 from rc1.runtime.checkpoint import (ADAPTER_FILE, KEY_EXTRA_MODULES, KEY_OPTIMIZER, KEY_PENDING_GRADS,
                                     KEY_SCALER, KEY_SCHEDULER, KEY_WEIGHTS, KEY_WEIGHTS_FILE, MODEL_FILE)
 from rc1.rewards.reward import score_all

@@ -288,7 +288,7 @@ def load_model(cfg: "TrainConfig", *, device, dtype=None, for_training: bool = F
 
 def _enable_checkpointing(model) -> None:
     """Gradient (activation) checkpointing, non-reentrant (works with frozen bases and LoRA)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = causal_lm(model)
     if hasattr(base, "activation_checkpointing_enable"):  # transformers >= 5.x name
         base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     else:
@@ -297,6 +297,11 @@ def _enable_checkpointing(model) -> None:
 
 def trainable_parameters(model) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def causal_lm(model):
+    """The transformers CausalLM under a peft wrapper (LoRA layers are injected in place)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model  # peft's wrapper has it
 
 
 def is_peft(model) -> bool:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rc1.config.load import load_train_config
-from rc1.engines.forward import causal_lm
+from rc1.models.loader import causal_lm
 from rc1.engines.pure_pt import PurePTEngine
 from rc1.runtime.workspace import Workspace
 from tests.helpers.workspace import make_workspace
