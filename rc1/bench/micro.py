@@ -63,6 +63,7 @@ def run(ws, quick: bool = False, micro: tuple[int, ...] = (8, 4), repeats: int |
             got["train_s_all"] += out["train_s_all"]
             got["mean_reward"].append(out["mean_reward"])
             atomic_write_json(partial, {"work": work, "runs": runs, "rounds_done": r})
+    partial.unlink(missing_ok=True)  # every round is in `runs`, which the caller writes as the report
     for got in runs.values():
         got["sec_per_step"] = statistics.median(got["sec_per_step_all"])
         got["train_s"] = statistics.median(got["train_s_all"])

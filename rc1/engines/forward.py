@@ -9,8 +9,10 @@ and the precision context:
   rc1.envs.sampling as the sampler does (a scored token outside this model's nucleus stays in the support).
 - The head runs in fp32 on the selected rows (TRL's cast_lm_head_to_fp32), in checkpointed chunks above
   rc1.models.memory.logits_chunk_tokens (`project`).
-- Rows that share their prompt (a GRPO group) compute it once through a KV cache (`shared_prefix_plan`,
-  `shared_prefix_hidden`): same values and gradients as the plain forward.
+- Rows that share their prompt (a GRPO group) compute it once (`shared_prefix_plan`): packed into one sequence
+  per group, the prompt then each completion, under a block attention mask (`packed_prefix_hidden`), or, where
+  packing does not apply, through a KV cache (`shared_prefix_hidden`). Same values and gradients as the plain
+  forward.
 
 The model objects here are transformers / peft modules: the few attribute probes below are on them.
 """
@@ -52,7 +54,9 @@ def token_logprobs(model, input_ids, attention_mask, *, positions=None, hidden: 
         # the shared-prompt path needs a KV cache, which activation checkpointing drops in training mode
         plan = None if hidden or activation_checkpointing(lm) else shared_prefix_plan(input_ids, attention_mask, sel)
         if plan is not None:
-            h_sel = shared_prefix_hidden(lm, input_ids, attention_mask, sel, plan)
+            packed = packs(lm, plan, attention_mask)
+            h_sel = (packed_prefix_hidden if packed else shared_prefix_hidden)(lm, input_ids, attention_mask, sel,
+                                                                              plan)
             h = None
         else:
             out = lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
@@ -172,3 +176,70 @@ def shared_prefix_hidden(lm, input_ids, attention_mask, sel, plan):
               past_key_values=cache, use_cache=True)
     rows, cols = sel.nonzero(as_tuple=True)
     return out.last_hidden_state[rows, cols - first[rows]]
+
+
+# Packing's attention mask is [groups, 1, L, L] booleans; above this many the KV-cache path runs instead
+# (a 4B model's group of 16 completions of 4,096 tokens would need 4.5 GB of mask).
+PACK_MASK_ELEMENTS = 2 ** 26
+# Architectures whose attention is plain causal attention over position ids (no sliding window, no
+# bidirectional image tokens), so a custom mask with explicit positions reproduces the plain forward.
+PACKABLE_MODEL_TYPES = ("llama", "qwen2", "qwen3")
+
+
+def packs(lm, plan, attention_mask) -> bool:
+    """Whether `packed_prefix_hidden` applies: an architecture above under SDPA attention (the only attention
+    that takes a custom boolean mask as it is), and a mask of at most PACK_MASK_ELEMENTS."""
+    config = lm.config
+    if config.model_type not in PACKABLE_MODEL_TYPES or config._attn_implementation != "sdpa":
+        return False
+    first, groups, row_group = plan
+    lengths = attention_mask.sum(1).tolist()
+    packed = [f for _, f in groups]
+    for i, g in enumerate(row_group):
+        packed[g] += int(lengths[i]) - int(first[i])
+    return len(groups) * max(packed) ** 2 <= PACK_MASK_ELEMENTS
+
+
+def packed_prefix_hidden(lm, input_ids, attention_mask, sel, plan):
+    """Hidden states at the selected positions, each shared prompt computed once in ONE forward call.
+
+    A group's prompt and then each of its rows' continuations are laid end to end in one sequence (a batch row
+    per group) with their true position ids; the attention mask lets the prompt attend causally to itself and
+    each continuation to the prompt and causally to itself, never to another continuation. The same maths as the
+    plain forward; unlike the KV-cache path (`shared_prefix_hidden`) every weight is used once per call, so
+    backward computes each weight gradient once instead of once per call and adds none, which is most of what a
+    small micro-batch costs beyond its tokens.
+    """
+    import torch
+
+    first, groups, row_group = plan
+    dev = input_ids.device
+    lengths = attention_mask.sum(1).tolist()
+    first_l = [int(x) for x in first.tolist()]
+    members: list[list[int]] = [[] for _ in groups]
+    for i, g in enumerate(row_group):
+        members[g].append(i)
+    sizes = [f + sum(lengths[i] - f for i in members[g]) for g, (_, f) in enumerate(groups)]
+    L = max(sizes)
+    ids = torch.zeros((len(groups), L), dtype=input_ids.dtype, device=dev)  # padding: any token id, masked out
+    pos = torch.zeros((len(groups), L), dtype=torch.long, device=dev)
+    mask = torch.zeros((len(groups), 1, L, L), dtype=torch.bool, device=dev)
+    offset = [0] * len(row_group)
+    for g, (row, f) in enumerate(groups):
+        ids[g, :f] = input_ids[row, :f]
+        pos[g, :f] = torch.arange(f, device=dev)
+        mask[g, 0, :f, :f] = torch.ones((f, f), dtype=torch.bool, device=dev).tril()
+        at = f
+        for i in members[g]:
+            n = lengths[i] - f
+            ids[g, at:at + n] = input_ids[i, f:f + n]
+            pos[g, at:at + n] = torch.arange(f, f + n, device=dev)
+            mask[g, 0, at:at + n, :f] = True
+            mask[g, 0, at:at + n, at:at + n] = torch.ones((n, n), dtype=torch.bool, device=dev).tril()
+            offset[i] = at
+            at += n
+        mask[g, 0, at:, 0] = True  # padding queries attend somewhere (an all-False row gives NaN); never read
+    out = lm.get_decoder()(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
+    rows, cols = sel.nonzero(as_tuple=True)
+    where = torch.tensor(offset, device=dev)[rows] + cols - torch.tensor(first_l, device=dev)[rows]
+    return out.last_hidden_state[torch.tensor(row_group, device=dev)[rows], where]

@@ -28,8 +28,13 @@ def _batch(engine, prompts, completions):
     return ids, attn, act[:, 1:]
 
 
+@pytest.mark.parametrize("path", ["packed", "kv_cache"])
 @pytest.mark.parametrize("method", ["full", "lora"])
-def test_shared_prefix_forward_matches_the_plain_forward(tmp_path, tiny_model_dir, method):
+def test_shared_prefix_forward_matches_the_plain_forward(tmp_path, tiny_model_dir, monkeypatch, method, path):
+    """Both shared-prompt paths: one packed sequence per group under a block mask, and the KV-cache path that
+    runs where packing does not apply (here forced by a zero mask budget)."""
+    from rc1.engines import forward
+
     ws = Workspace(tmp_path)
     cfg = load_train_config(make_workspace(tmp_path, tiny_model_dir, method=method), ws)
     engine = PurePTEngine(ws)
@@ -41,6 +46,14 @@ def test_shared_prefix_forward_matches_the_plain_forward(tmp_path, tiny_model_di
     ids, attn, act = _batch(engine, prompts, completions)
     plan = shared_prefix_plan(ids, attn, act > 0)
     assert plan is not None and [f for _, f in plan[1]] == [10, 5] and plan[2] == [0, 0, 0, 1, 1, 1]
+    if path == "kv_cache":
+        monkeypatch.setattr(forward, "PACK_MASK_ELEMENTS", 0)
+    assert forward.packs(engine.model.get_base_model() if method == "lora" else engine.model, plan, attn) == (
+        path == "packed")
+    called = []
+    for name in ("packed_prefix_hidden", "shared_prefix_hidden"):
+        fn = getattr(forward, name)
+        monkeypatch.setattr(forward, name, lambda *a, _fn=fn, _name=name: called.append(_name) or _fn(*a))
 
     results = []
     for hidden in (False, True):  # hidden=True takes the plain path
@@ -50,12 +63,32 @@ def test_shared_prefix_forward_matches_the_plain_forward(tmp_path, tiny_model_di
         grads = {n: p.grad.clone() for n, p in engine.model.named_parameters() if p.grad is not None}
         results.append((out.logp.detach(), out.entropy.detach(), grads))
     (lp_s, ent_s, g_s), (lp_p, ent_p, g_p) = results
+    assert called == [{"packed": "packed_prefix_hidden", "kv_cache": "shared_prefix_hidden"}[path]]
     assert torch.count_nonzero(lp_s) == int(act.sum())
     torch.testing.assert_close(lp_s, lp_p, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(ent_s, ent_p, atol=1e-5, rtol=1e-4)
     assert g_s.keys() == g_p.keys() and g_s
     for name in g_s:
         torch.testing.assert_close(g_s[name], g_p[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_packing_needs_sdpa_attention_and_a_small_mask(tiny_model_dir):
+    """A custom boolean mask is taken as it is only by SDPA attention, and its [groups, L, L] size is bounded."""
+    from transformers import AutoModelForCausalLM
+
+    from rc1.engines import forward
+
+    ids, attn, act = _batch(None, [[5, 6, 7]], [[[8, 9], [10, 11, 12]]])
+    plan = shared_prefix_plan(ids, attn, act > 0)
+    lm = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), attn_implementation="sdpa")
+    assert forward.packs(lm, plan, attn)  # one group: 2 prompt tokens + 3 + 4 = 9 packed, 81 mask entries
+    assert not forward.packs(AutoModelForCausalLM.from_pretrained(str(tiny_model_dir),
+                                                                  attn_implementation="eager"), plan, attn)
+    forward.PACK_MASK_ELEMENTS, before = 80, forward.PACK_MASK_ELEMENTS
+    try:
+        assert not forward.packs(lm, plan, attn)
+    finally:
+        forward.PACK_MASK_ELEMENTS = before
 
 
 def test_no_plan_without_a_shared_prompt():
