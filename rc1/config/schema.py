@@ -435,6 +435,26 @@ class GenerationSection(Strict):
         "f32", description="weights of the GGUF llama.cpp serves (never a lossy quantization)")
     max_rows: int = Field(64, ge=1, description="sequences llama.cpp decodes together at most")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="GPU memory share vLLM may take")
+    rollout_dtype: Literal["auto", "bf16"] = Field(
+        "auto", description="training rollouts of engine pure_pt on a CPU: auto = in the training precision (a bf16 "
+                            "copy of the policy under bf16 autocast, else the fp32 policy itself); bf16 = a bf16 copy "
+                            "of the fp32 policy samples them while training stays fp32 (faster on CPUs with native "
+                            "bf16; the tokens' log-probs then differ from the trainer's, which the truncated "
+                            "importance-sampling correction covers and sampler_mismatch_kl logs)")
+
+    @field_validator("rollout_dtype")
+    @classmethod
+    def _bf16_rollouts(cls, v: str) -> str:
+        """bf16 rollouts are a CPU speed-up: refused where this CPU has no native bf16 and no GPU would train."""
+        if v == "bf16":
+            import torch
+
+            from rc1.runtime.device import cpu_bf16_supported
+
+            if not cpu_bf16_supported() and not torch.cuda.is_available():
+                raise ValueError("bf16 rollouts need a CPU with native bf16 (AVX512-BF16 or AMX), which this one "
+                                 "lacks: sampling would be slower than fp32; use auto")
+        return v
 
     @field_validator("backend")
     @classmethod
@@ -582,6 +602,12 @@ class TrainConfig(Strict):
                              f"({self.model.max_new_tokens}): a turn's prompt and its completion share it")
         if self.steps is not None and self.run.max_steps > self.steps:
             raise ValueError(f"run.max_steps ({self.run.max_steps}) exceeds steps ({self.steps})")
+        if self.generation.rollout_dtype == "bf16" and self.finetune.method == "qlora":
+            raise ValueError("generation.rollout_dtype: bf16 copies the policy's weights into bf16, and QLoRA's are "
+                             "4-bit; use auto")
+        if self.generation.rollout_dtype == "bf16" and self.engine.name != "pure_pt":
+            raise ValueError(f"generation.rollout_dtype: bf16 applies to engine pure_pt's rollouts; engine "
+                             f"{self.engine.name} samples with its own generate(); use auto")
         if self.target_kl is not None and self.engine.target_kl is not None and self.target_kl != self.engine.target_kl:
             raise ValueError(f"target_kl ({self.target_kl}) disagrees with engine.target_kl ({self.engine.target_kl})")
         if self.finetune.method in ("lora", "qlora") and not self.model.lora.enable:  # full ignores lora

@@ -106,6 +106,11 @@ class PurePTEngine:
         self.micro_batch_size = cfg.run.micro_batch_size  # rows per forward/backward (None: a plan at once)
         self.device = self.dist.device if self.dist.distributed else get_device(cfg.run.device_pref)
         self.amp_dtype = dtype_for(self.device, cfg.train_precision)
+        if cfg.generation.rollout_dtype == "bf16" and self.device.type != "cpu":
+            from rc1.runtime.errors import ConfigError
+
+            raise ConfigError(f"generation.rollout_dtype: bf16 is a CPU setting; on {self.device.type} the rollouts "
+                              "run in the training precision (run.mixed_precision); use auto")
         # Master weights stay fp32; the forward runs under autocast in amp_dtype (on a CPU only when
         # run.mixed_precision asks for bf16 and the CPU has bf16 instructions).
         self.use_amp = self.device.type in ("cuda", "mps", "cpu") and self.amp_dtype != torch.float32
@@ -116,8 +121,8 @@ class PurePTEngine:
             self.dropout_off = disable_dropout(self.model)
         if self.use_amp and self.amp_dtype == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)
-        log.info("engine pure_pt: device=%s amp=%s dtype=%s peft=%s", self.device, self.use_amp, self.amp_dtype,
-                 self.is_peft)
+        log.info("engine pure_pt: device=%s amp=%s dtype=%s peft=%s rollouts=%s", self.device, self.use_amp,
+                 self.amp_dtype, self.is_peft, "a bf16 copy" if self.sampler_differs else "the policy")
 
     @property
     def precision(self) -> str:
@@ -270,12 +275,14 @@ class PurePTEngine:
     @property
     def sampler_differs(self) -> bool:
         """True when rollouts are sampled with other numerics than the training forward's: on a CPU with
-        bf16 autocast they come from a bf16 COPY of the policy (generation_model), whose log-probs differ
-        from the fp32-master autocast forward's. Strategies then correct for it (truncated importance
-        sampling, rc1.strategies.rl_math.truncated_is_weight)."""
+        bf16 autocast, or with generation.rollout_dtype bf16 under fp32 training, they come from a bf16 COPY
+        of the policy (generation_model), whose log-probs differ from the trainer's. Strategies then correct
+        for it (truncated importance sampling, rc1.strategies.rl_math.truncated_is_weight)."""
         import torch
 
-        return bool(self.use_amp and self.device.type == "cpu" and self.amp_dtype == torch.bfloat16)
+        if self.device.type != "cpu":
+            return False
+        return bool((self.use_amp and self.amp_dtype == torch.bfloat16) or self.cfg.generation.rollout_dtype == "bf16")
 
     def eval_model(self):
         """(model, whether to autocast) for greedy evals: the fp32 master weights without autocast where the

@@ -255,7 +255,8 @@ def plan_from_config(cfg: "TrainConfig", *, device: str, precision: str, multi_t
         seq_len=cfg.data.max_length, action_tokens=action, gen_rows=episodes if s.name in ROLLOUT_STRATEGIES else 0,
         gen_prompts=s.prompts_per_step, gradient_checkpointing=m.gradient_checkpointing, lora_r=m.lora.r,
         lora_targets=tuple(m.lora.target_modules), reference=reference and s.name != "sft",
-        value_head=s.name == "ppo", sampling_copy=device == "cpu" and precision == "bf16",
+        value_head=s.name == "ppo",
+        sampling_copy=device == "cpu" and (precision == "bf16" or cfg.generation.rollout_dtype == "bf16"),
         temperature_copy=m.temperature != 1.0)
 
 

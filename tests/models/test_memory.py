@@ -146,3 +146,17 @@ def test_knobs_combine_when_no_single_one_fits_and_are_empty_when_nothing_fits()
     knobs = knobs_that_fit(cfg, QWEN3_4B, device="cpu", precision="fp32", budget_bytes=budget)
     assert len(knobs) == 1 and knobs[0].setting.count(":") >= 3 and knobs[0].estimate_gb * GB <= budget
     assert knobs_that_fit(cfg, QWEN3_4B, device="cpu", precision="fp32", budget_bytes=1 * GB) == []
+
+
+def test_the_bf16_sampling_copy_is_counted_where_it_is_made():
+    """A bf16 copy of the policy samples on a CPU under bf16 autocast, or with generation.rollout_dtype bf16 under
+    fp32 training: 2 bytes per parameter more, resident; not on a GPU, not otherwise."""
+    from rc1.runtime.device import cpu_bf16_supported
+
+    fp32 = plan_from_config(_cfg(), device="cpu", precision="fp32")
+    assert not fp32.sampling_copy and plan_from_config(_cfg(), device="cpu", precision="bf16").sampling_copy
+    if cpu_bf16_supported():  # elsewhere the config refuses rollout_dtype bf16 (tests/training/test_sampling_numerics)
+        copy_ = plan_from_config(_cfg(generation={"rollout_dtype": "bf16"}), device="cpu", precision="fp32")
+        assert copy_.sampling_copy
+        extra = estimate(QWEN3_4B, copy_, CAL).phases["logits"]["bf16 sampling copy"]
+        assert extra == 2.0 * P and "bf16 sampling copy" not in estimate(QWEN3_4B, fp32, CAL).phases["logits"]

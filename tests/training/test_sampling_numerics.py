@@ -92,3 +92,56 @@ def test_ppo_ratio_is_exactly_one_at_the_start_of_epoch_one_with_production_samp
     recipe.engine.optimizer_step()
     moved = recipe.engine.backward(plan, scale=1.0)  # epoch 2 after an update: the ratio moves
     assert moved["ratio"] != 1.0 and moved["policy_kl"] > 0.0
+
+
+def test_bf16_rollouts_of_an_fp32_policy_are_a_corrected_bf16_copy(tmp_path):
+    """generation.rollout_dtype bf16: training stays fp32, a bf16 copy (weights only; the rotary buffer stays
+    fp32) samples, and the mismatch is measured and corrected. Where the CPU has no native bf16 the config is
+    refused instead (it would sample slower)."""
+    from rc1.runtime.device import cpu_bf16_supported
+    from rc1.runtime.errors import ConfigError
+
+    ws = Workspace(tmp_path)
+    conf = make_workspace(tmp_path, "random:qwen3-tiny", extra={**SAMPLING, "generation.rollout_dtype": "bf16"})
+    if not cpu_bf16_supported():
+        with pytest.raises(ConfigError) as exc:
+            load_train_config(conf, ws)
+        assert [line for line in exc.value.lines if "rollout_dtype" in line and "native bf16" in line]
+        return
+    recipe = make_recipe(ws, load_train_config(conf, ws), config_path=str(conf))
+    recipe.setup()
+    eng = recipe.engine
+    assert eng.precision == "fp32" and eng.sampler_differs and recipe.strategy.is_cap == 2.0
+    copy_, autocast = eng.generation_model()
+    assert copy_ is not eng.model and not autocast
+    assert {p.dtype for p in copy_.parameters()} == {torch.bfloat16}
+    assert {b.dtype for n, b in copy_.named_buffers() if "inv_freq" in n} == {torch.float32}
+    assert {p.dtype for p in eng.model.parameters()} == {torch.float32}
+    batch = Batch(0, tuple(arithmetic_items(2)), 3)
+    metrics = eng.backward(recipe.strategy.plan(batch, recipe.strategy.rollout(batch)), scale=1.0)
+    assert metrics["sampler_mismatch_kl"] > 0.0  # bf16 and fp32 log-probs of the same tokens differ
+    assert 0.0 < metrics["sampler/is_weight_mean"] <= 2.0
+
+
+@pytest.mark.parametrize("extra, why", [({"engine.name": "trl", "monitor.kl_control": "early_stop"},
+                                         "applies to engine pure_pt"),
+                                        ({"finetune.method": "qlora"}, "QLoRA's are 4-bit")])
+def test_bf16_rollouts_are_refused_where_they_do_not_apply(tmp_path, extra, why):
+    from rc1.runtime.errors import ConfigError
+
+    conf = make_workspace(tmp_path, "random:qwen3-tiny", extra={"generation.rollout_dtype": "bf16", **extra})
+    with pytest.raises(ConfigError) as exc:
+        load_train_config(conf, Workspace(tmp_path))
+    assert [line for line in exc.value.lines if "generation.rollout_dtype" in line and why in line]
+
+
+def test_bf16_rollouts_are_refused_on_a_cpu_without_native_bf16(tmp_path, monkeypatch):
+    from rc1.runtime import device
+    from rc1.runtime.errors import ConfigError
+
+    monkeypatch.setattr(device, "cpu_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    conf = make_workspace(tmp_path, "random:qwen3-tiny", extra={"generation.rollout_dtype": "bf16"})
+    with pytest.raises(ConfigError) as exc:
+        load_train_config(conf, Workspace(tmp_path))
+    assert [line for line in exc.value.lines if "rollout_dtype" in line and "native bf16" in line]
