@@ -188,9 +188,13 @@ PACKABLE_MODEL_TYPES = ("llama", "qwen2", "qwen3")
 
 def packs(lm, plan, attention_mask) -> bool:
     """Whether `packed_prefix_hidden` applies: an architecture above under SDPA attention (the only attention
-    that takes a custom boolean mask as it is), and a mask of at most PACK_MASK_ELEMENTS."""
+    that takes a custom boolean mask as it is), no sliding-window layer, and a mask of at most PACK_MASK_ELEMENTS."""
     config = lm.config
     if config.model_type not in PACKABLE_MODEL_TYPES or config._attn_implementation != "sdpa":
+        return False
+    # Qwen2/3 configs may switch a sliding window on for some layers, which a custom mask would not apply
+    if getattr(config, "use_sliding_window", False) or "sliding_attention" in (getattr(config, "layer_types", None)
+                                                                               or ()):
         return False
     first, groups, row_group = plan
     lengths = attention_mask.sum(1).tolist()

@@ -73,7 +73,8 @@ def test_shared_prefix_forward_matches_the_plain_forward(tmp_path, tiny_model_di
 
 
 def test_packing_needs_sdpa_attention_and_a_small_mask(tiny_model_dir):
-    """A custom boolean mask is taken as it is only by SDPA attention, and its [groups, L, L] size is bounded."""
+    """A custom boolean mask is taken as it is only by SDPA attention, it knows no sliding window, and its
+    [groups, L, L] size is bounded."""
     from transformers import AutoModelForCausalLM
 
     from rc1.engines import forward
@@ -84,6 +85,9 @@ def test_packing_needs_sdpa_attention_and_a_small_mask(tiny_model_dir):
     assert forward.packs(lm, plan, attn)  # one group: 2 prompt tokens + 3 + 4 = 9 packed, 81 mask entries
     assert not forward.packs(AutoModelForCausalLM.from_pretrained(str(tiny_model_dir),
                                                                   attn_implementation="eager"), plan, attn)
+    sliding = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), attn_implementation="sdpa")
+    sliding.config.use_sliding_window = True
+    assert not forward.packs(sliding, plan, attn)  # a window the custom mask would not apply
     forward.PACK_MASK_ELEMENTS, before = 80, forward.PACK_MASK_ELEMENTS
     try:
         assert not forward.packs(lm, plan, attn)
