@@ -6,6 +6,8 @@ end-of-turn, no action stop) through every backend of rc1.generation that runs h
 rollout batch (R rows: R/4 prompts x 4 copies, GRPO-shaped, the copies sharing their prompt):
 
   torch            rc1's KV-cache decoder (rc1.envs.rollout.decode_batch), fp32
+  torch bf16 copy  the same decoder on a bf16 copy of the weights (buffers fp32), as generation.rollout_dtype
+                   bf16 samples training rollouts; only on CPUs with native bf16 (AVX512-BF16 or AMX)
   llamacpp f32/f16 rc1's batched llama.cpp decoder (rc1.generation.llamacpp) on the served GGUF
   llama.cpp single llama-cpp-python's own `Llama.generate`, one stream, same GGUF (the reference point)
 
@@ -73,6 +75,7 @@ def run(ws=None, quick: bool = False, base: str = "embedded:smollm2-135m-instruc
     from rc1.envs.rollout import StopRule, decode_batch, eos_ids
     from rc1.generation import base_ref, installed
     from rc1.generation.serve import served_gguf
+    from rc1.runtime.device import cpu_bf16_supported
 
     if quick:
         new_tokens, rollout_batch = min(new_tokens, 16), min(rollout_batch, 8)
@@ -102,6 +105,15 @@ def run(ws=None, quick: bool = False, base: str = "embedded:smollm2-135m-instruc
                 model, fmt, ps, max_new_tokens=[new_tokens] * len(ps), greedy=False, temperature=1.0, top_p=1.0,
                 generator=torch.Generator().manual_seed(0), stop_at_action=False))
         add(f"torch fp32 b={batch}", "torch", batch, gen, wall, cpu, torch_bytes)
+    if cpu_bf16_supported():  # generation.rollout_dtype bf16: a bf16 copy of the weights (buffers stay fp32)
+        for p in model.parameters():
+            p.data = p.data.to(torch.bfloat16)
+        for batch, ps in batches.items():
+            with torch.inference_mode():
+                (gen, _, _), wall, cpu = _timed(lambda: decode_batch(
+                    model, fmt, ps, max_new_tokens=[new_tokens] * len(ps), greedy=False, temperature=1.0, top_p=1.0,
+                    generator=torch.Generator().manual_seed(0), stop_at_action=False))
+            add(f"torch bf16 copy b={batch}", "torch bf16", batch, gen, wall, cpu, torch_bytes // 2)
     single = None
     if installed("llamacpp"):
         from rc1.generation.llamacpp import LlamaCppSampler
@@ -135,7 +147,7 @@ def run(ws=None, quick: bool = False, base: str = "embedded:smollm2-135m-instruc
     for batch in batches:
         t = next(r for r in rows if r["backend"] == "torch" and r["batch"] == batch)
         for r in rows:
-            if r["backend"] == "llamacpp" and r["batch"] == batch:
+            if r["backend"] in ("llamacpp", "torch bf16") and r["batch"] == batch:
                 speedup[r["what"]] = {"vs_torch_wall": r["tok_per_s"] / t["tok_per_s"],
                                       "vs_torch_cpu": r["tok_per_cpu_s"] / t["tok_per_cpu_s"]}
     print(f"memory bandwidth (measured, numpy copy): {bandwidth:.1f} GB/s; threads {threads}")
@@ -149,5 +161,5 @@ def run(ws=None, quick: bool = False, base: str = "embedded:smollm2-135m-instruc
     return {"base": base, "new_tokens": new_tokens, "rollout_batch": rollout_batch, "threads": threads,
             "bandwidth_gbs": bandwidth, "bandwidth_source": "measured here: numpy copy of a large array, "
                                                            "(read + write bytes) / s, best of 3",
-            "rows": rows, "llamacpp_vs_torch": speedup,
+            "rows": rows, "vs_torch_fp32": speedup,
             "note": "wall times on a shared machine include the neighbours' load; cpu_s is this process's CPU time"}

@@ -67,3 +67,26 @@ def test_bench_memory_writes_measured_and_extrapolated_figures(tmp_path):
     assert report["production_step"].startswith("2 rows x 64 tokens, 16 generated")
     assert all(abs(p["error_pct"]) < 25 for p in report["fit"]["points"])
     assert "wrote reports/bench/memory.json" in res.output
+
+
+def test_bench_rollout_times_every_backend_on_the_same_work(tmp_path):
+    """The real command on a tiny random model: every backend that runs here decodes exactly --new-tokens per row
+    at batch 1 and at the rollout batch, and each row carries its ratios (to torch fp32, to the bandwidth limit)."""
+    from rc1.generation import installed
+    from rc1.runtime.device import cpu_bf16_supported
+
+    res = CliRunner().invoke(app, ["--workdir", str(tmp_path), "bench", "rollout", "--base", "random:qwen3-tiny",
+                                   "--quick", "--new-tokens", "6", "--rollout-batch", "8", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "reports/bench/rollout.json").read_text())
+    rows = {r["what"]: r for r in report["rows"]}
+    expected = {"torch fp32 b=1", "torch fp32 b=8"}
+    if cpu_bf16_supported():
+        expected |= {"torch bf16 copy b=1", "torch bf16 copy b=8"}
+    if installed("llamacpp"):
+        expected |= {"llamacpp f32 b=1", "llamacpp f32 b=8", "llama.cpp single stream (llama-cpp-python) f32"}
+    assert set(rows) == expected
+    for what, r in rows.items():
+        assert r["tokens"] == 6 * r["batch"], what  # no row stopped early or ran long
+        assert r["tok_per_s"] > 0 and r["vs_bandwidth_limit"] > 0
+    assert set(report["vs_torch_fp32"]) == {w for w in expected if not w.startswith(("torch fp32", "llama.cpp"))}
