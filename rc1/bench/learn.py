@@ -14,23 +14,30 @@ budget of training time:
 - GRPO (`WORK`): 4 completions per prompt, 8 per step, at most 24 new tokens, temperature 1, lr 5e-6
   (constant), beta 0 (no reference model), token-level loss (TRL "dapo"), advantages scaled by the
   group's reward std (TRL's default "group"), one update per batch, clip 0.2, grad-norm 1, full
-  fine-tuning, no dynamic resampling. Everything else is each trainer's own default: TRL's
-  GRPOConfig defaults (bf16 autocast where the CPU has native bf16, gradient checkpointing on), and
-  rc1's engine with bf16 autocast where the CPU has AVX512-BF16/AMX, fp32 elsewhere.
+  fine-tuning, no dynamic resampling. Each trainer in its fastest setting on the machine: rc1's engine with
+  bf16 autocast where the CPU has AVX512-BF16/AMX (its rollouts from a bf16 copy), fp32 elsewhere; TRL with
+  gradient checkpointing off and `--trl-precision` (bf16 autocast or fp32: run both and report the faster).
 
-Eval: greedy accuracy on the held-out problems (100 by default; fewer only for a smoke run, marked `smoke`) at the start, every `eval_every_s`
-seconds of training time, and when the budget is spent. The clock is paused while evaluating: an
-eval point's time is training time only. Both trainers are evaluated by the same function (rc1's
-greedy decoder on the fp32 training weights, one turn, same max_new_tokens).
+Eval, the same for both trainers: greedy accuracy on the held-out problems (100 by default; fewer only for a smoke
+run, marked `smoke`) at the start, every `eval_every_s` seconds of training time, and when the budget is spent,
+each time by a fresh fp32 copy of the model (`HeldOutEval`) loaded with the trainer's current weights, outside any
+autocast, through rc1's greedy decoder. The clock is paused while evaluating: an eval point's time is training time
+only. Every point keeps each item's 0/1 score, so gains are paired bootstraps over the items.
 
-Report (reports/bench/learn.json, rewritten atomically after every eval point, so a run cut short
-leaves a valid partial file with `complete: false`; reports/bench/learn.png):
-- per trainer: the eval points (training seconds, step, accuracy), steps, sec/step, completion
-  tokens/s, peak memory; rc1's time breakdown (`time/...` spans: generation, scoring, plan,
-  reference pass, backward, optimizer).
-- `trl_final_accuracy`, `rc1_final_accuracy`, `rc1_time_to_trl_accuracy_s` (the training time of
-  rc1's first eval point at or above TRL's final accuracy) and `time_to_trl_accuracy_ratio` (that
-  time divided by the budget; null when rc1 never reaches it). A ratio <= 0.5 meets the target.
+Seeds: `--seeds N` (default 3) runs both trainers N times with seeds 7, 8, ..., alternating which goes first.
+
+One statistic for both (`compare_seed`): the accuracy curves are smoothed (running mean of SMOOTH eval points);
+the target is TRL's final smoothed accuracy; each trainer's time to it is where its smoothed curve first reaches
+it (linear between eval points); the ratio is rc1's time over TRL's. A seed counts only when TRL's own gain (its
+last point over its first, paired bootstrap over the items) has a 95 % interval above 0. Across seeds
+(`summarize`): the median ratio and a bootstrap 95 % interval; target: median <= TARGET_RATIO, the interval's upper
+end <= TARGET_CI_HIGH, rc1's median final smoothed accuracy no lower than TRL's. The old statistic (rc1's first
+raw point at or above TRL's last raw point, over the budget) is kept beside it as `old_statistic`.
+
+Report (reports/bench/learn.json, rewritten atomically after every eval point, so a run cut short leaves a valid
+partial file with `complete: false`; reports/bench/learn.png): per seed and trainer the eval points (training
+seconds, step, accuracy, per-item scores), steps, sec/step, completion tokens/s, peak memory, rc1's time breakdown
+(`time/...` spans); per seed the comparison; the summary.
 """
 
 from __future__ import annotations
@@ -54,7 +61,10 @@ PLOT = "learn.png"
 MIN_EVAL_ITEMS = 100
 TRAIN_ITEMS = 2000
 SEED = 7
-TARGET_RATIO = 0.5
+TARGET_RATIO = 0.30      # median over seeds of rc1's time / TRL's time to TRL's final smoothed accuracy
+TARGET_CI_HIGH = 0.5     # the upper end of that median's bootstrap 95 % interval
+SMOOTH = 3               # eval points in the running mean both accuracy curves are read on
+SEEDS = 3
 # The work both trainers do (the issue's TRL measurement: 8 completions/step, 4/prompt, 24 tokens, lr 5e-6, beta 0).
 WORK = {"completions_per_prompt": 4, "completions_per_step": 8, "max_new_tokens": 24, "lr": 5e-6, "beta": 0.0,
         "temperature": 1.0, "loss": "token (TRL dapo)", "scale_rewards": "group", "clip": 0.2, "max_grad_norm": 1.0,
@@ -136,17 +146,48 @@ def single_turn_episode(fmt, item: dict, completion_ids: list[int], max_new_toke
     return state.to_episode()
 
 
-def greedy_accuracy(model, tokenizer, items: list[dict], max_new_tokens: int, batch_size: int = 128) -> float:
-    """Share of `items` answered correctly by greedy decoding (one turn), the eval of both trainers."""
+def greedy_scores(model, tokenizer, items: list[dict], max_new_tokens: int, batch_size: int = 128) -> list[float]:
+    """Each item's score (1 answered correctly, else 0) under greedy decoding (one turn), the eval of both trainers."""
     from rc1.envs.rollout import generate_episodes
 
-    correct = 0.0
+    scores: list[float] = []
     for i in range(0, len(items), batch_size):
         chunk = items[i:i + batch_size]
         episodes = generate_episodes(model, tokenizer, chunk, greedy=True, max_new_tokens=max_new_tokens,
                                      batch_size=batch_size)
-        correct += sum(correctness(it, ep) for it, ep in zip(chunk, episodes))
-    return correct / max(1, len(items))
+        scores += [correctness(it, ep) for it, ep in zip(chunk, episodes)]
+    return scores
+
+
+def greedy_accuracy(model, tokenizer, items: list[dict], max_new_tokens: int, batch_size: int = 128) -> float:
+    """Share of `items` answered correctly by greedy decoding (one turn)."""
+    return statistics.fmean(greedy_scores(model, tokenizer, items, max_new_tokens, batch_size)) if items else 0.0
+
+
+class HeldOutEval:
+    """The held-out eval of both trainers: a fresh fp32 copy of the model, loaded with the trainer's current
+    weights before each eval and decoded outside any autocast (a trainer's own model may run its forward under
+    bf16 autocast: Accelerate wraps it so), by the same greedy decoder."""
+
+    def __init__(self, base: str, device, held_out: list[dict]):
+        import torch
+
+        from rc1.config.schema import TrainConfig
+        from rc1.models.loader import load_model
+
+        cfg = TrainConfig(model={"base": base, "gradient_checkpointing": False}, finetune={"method": "full"})
+        self.model, self.tokenizer = load_model(cfg, device=device, dtype=torch.float32, for_training=False)
+        self.model.eval()
+        self.held_out = held_out
+
+    def __call__(self, weights_of) -> list[float]:
+        """Scores of the held-out items by `weights_of`'s current weights (any module with the model's state dict)."""
+        import torch
+
+        with torch.no_grad():
+            self.model.load_state_dict({k: v.detach().float() for k, v in weights_of.state_dict().items()})
+            with torch.autocast(device_type=next(self.model.parameters()).device.type, enabled=False):
+                return greedy_scores(self.model, self.tokenizer, self.held_out, WORK["max_new_tokens"])
 
 
 # ----------------------------------------------------------------------------- the clock
@@ -155,9 +196,10 @@ class BudgetClock:
 
     `step_done(step)` after each optimizer step: evaluates when the training time passed the next
     multiple of `eval_every_s`, and once more (then returns True: stop) when it reached the budget.
+    `evaluate` gives the accuracy, or each held-out item's score (kept with the point as `scores`).
     """
 
-    def __init__(self, budget_s: float, eval_every_s: float, evaluate: Callable[[], float],
+    def __init__(self, budget_s: float, eval_every_s: float, evaluate: Callable[[], float | list[float]],
                  on_point: Callable[[list[dict]], None] = lambda points: None):
         self.budget_s, self.eval_every_s = float(budget_s), float(eval_every_s)
         self.evaluate, self.on_point = evaluate, on_point
@@ -187,10 +229,15 @@ class BudgetClock:
     def point(self, step: int) -> None:
         t = self.train_s()
         e0 = time.perf_counter()
-        accuracy = self.evaluate()
+        result = self.evaluate()  # the accuracy, or each item's score
         took = time.perf_counter() - e0
         self.eval_s += took
-        self.points.append({"train_s": round(t, 3), "step": step, "accuracy": accuracy, "eval_s": round(took, 3)})
+        point = {"train_s": round(t, 3), "step": step, "eval_s": round(took, 3)}
+        if isinstance(result, (list, tuple)):
+            point.update(accuracy=statistics.fmean(result) if result else 0.0, scores=list(result))
+        else:
+            point["accuracy"] = result
+        self.points.append(point)
         self.on_point(self.points)
 
 
@@ -200,6 +247,79 @@ def time_to_accuracy(points: list[dict], target: float) -> float | None:
         if p["accuracy"] >= target - 1e-12:
             return p["train_s"]
     return None
+
+
+def smoothed(points: list[dict], k: int = SMOOTH) -> list[float]:
+    """Running mean of the last `k` accuracies at each eval point (fewer at the start)."""
+    accs = [p["accuracy"] for p in points]
+    return [statistics.fmean(accs[max(0, i - k + 1):i + 1]) for i in range(len(accs))]
+
+
+def time_to_smoothed(points: list[dict], target: float, k: int = SMOOTH) -> float | None:
+    """Training seconds at which the smoothed curve first reaches `target`, linear between eval points (None when
+    it never does)."""
+    curve = smoothed(points, k)
+    for i, (p, a) in enumerate(zip(points, curve)):
+        if a >= target - 1e-12:
+            if i == 0 or curve[i - 1] >= a:
+                return float(p["train_s"])
+            t0, a0 = points[i - 1]["train_s"], curve[i - 1]
+            return float(t0 + (target - a0) / (a - a0) * (p["train_s"] - t0))
+    return None
+
+
+def paired_gain_ci(before: list[float], after: list[float], seed: int = 0) -> tuple[float, float]:
+    """95 % bootstrap interval (scipy, items resampled) of the mean per-item gain after - before."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    diff = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
+    if len(diff) < 2 or np.all(diff == diff[0]):
+        return float(diff.mean()), float(diff.mean())
+    res = bootstrap((diff,), np.mean, n_resamples=10000, method="percentile", random_state=seed)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def compare_seed(rc1: dict, trl: dict, budget_s: float) -> dict:
+    """One seed's comparison, the same statistic for both trainers (see the module docstring)."""
+    target = smoothed(trl["points"])[-1]
+    t_rc1, t_trl = time_to_smoothed(rc1["points"], target), time_to_smoothed(trl["points"], target)
+    first, last = trl["points"][0], trl["points"][-1]
+    gain_ci = (paired_gain_ci(first["scores"], last["scores"]) if "scores" in first and "scores" in last
+               else (last["accuracy"] - first["accuracy"],) * 2)
+    valid = gain_ci[0] > 0 and t_trl is not None and t_trl > 0
+    return {"target_accuracy": target, "rc1_time_to_target_s": t_rc1, "trl_time_to_target_s": t_trl,
+            "ratio": t_rc1 / t_trl if valid and t_rc1 is not None else None,
+            "trl_gain": last["accuracy"] - first["accuracy"], "trl_gain_ci95": list(gain_ci), "trl_learned": valid,
+            "rc1_final_smoothed": smoothed(rc1["points"])[-1], "trl_final_smoothed": target,
+            "old_statistic": old_compare(rc1, trl, budget_s)}
+
+
+def summarize(per_seed: list[dict], seed: int = 0) -> dict:
+    """Across seeds: the median ratio, its bootstrap 95 % interval, and whether the target is met. A seed where TRL
+    did not learn (gain interval not above 0) or rc1 never reached the target leaves no ratio, and the target
+    unmet."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    ratios = [c["ratio"] for c in per_seed]
+    complete = bool(per_seed) and all(r is not None for r in ratios)
+    median = statistics.median(ratios) if complete else None
+    ci = None
+    if complete and len(ratios) > 1 and len(set(ratios)) > 1:
+        res = bootstrap((np.asarray(ratios),), np.median, n_resamples=10000, method="percentile", random_state=seed)
+        ci = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+    elif complete:
+        ci = [median, median]
+    rc1_final = statistics.median(c["rc1_final_smoothed"] for c in per_seed) if per_seed else None
+    trl_final = statistics.median(c["trl_final_smoothed"] for c in per_seed) if per_seed else None
+    met = (complete and median <= TARGET_RATIO and ci[1] <= TARGET_CI_HIGH and rc1_final >= trl_final - 1e-12)
+    old = [c["old_statistic"]["time_to_trl_accuracy_ratio"] for c in per_seed]
+    return {"seeds": len(per_seed), "ratios": ratios, "median_ratio": median, "median_ratio_ci95": ci,
+            "rc1_final_smoothed_median": rc1_final, "trl_final_smoothed_median": trl_final,
+            "target": f"median ratio <= {TARGET_RATIO}, its 95 % interval's upper end <= {TARGET_CI_HIGH}, rc1's "
+                      "final accuracy no lower than TRL's, TRL's gain above 0 on every seed",
+            "target_met": bool(met), "old_statistic_ratios": old}
 
 
 # ----------------------------------------------------------------------------- the two trainers (child processes)
@@ -216,12 +336,13 @@ def _setup_process(threads: int | None) -> dict:
 
 
 def _progress_writer(spec: dict, arm: str) -> Callable[[dict], None]:
-    """Rewrites the report with this arm's progress (atomic): a run cut short leaves a valid file."""
+    """Rewrites the report with this arm's progress in the running seed (atomic): a run cut short leaves a valid
+    file."""
     from rc1.runtime.atomic import atomic_write_json
 
     def write(progress: dict) -> None:
         doc = dict(spec["doc"])
-        doc[arm] = progress
+        doc["running"] = {**doc.get("running", {}), arm: progress}
         atomic_write_json(spec["report"], doc)
     return write
 
@@ -284,11 +405,8 @@ def _train_rc1(spec: dict) -> dict:
         prompt_ids = fmt.prompt_ids(episode_messages(held_out[0]))
         progress = {"trainer": "rc1 pure_pt", "precision": engine.precision, **threads, "complete": False}
 
-        def evaluate() -> float:
-            with torch.no_grad():
-                return greedy_accuracy(engine.model, engine.tokenizer, held_out, WORK["max_new_tokens"])
-
-        clock = BudgetClock(spec["budget_s"], spec["eval_every_s"], evaluate,
+        held_out_eval = HeldOutEval(spec["model"], engine.device, held_out)
+        clock = BudgetClock(spec["budget_s"], spec["eval_every_s"], lambda: held_out_eval(engine.model),
                             on_point=lambda points: write({**progress, "points": list(points)}))
 
         class Budget(BaseCallback):
@@ -322,7 +440,7 @@ def _train_trl(spec: dict) -> dict:
     from rc1.config.schema import TrainConfig
     from rc1.envs.env import ChatFormat
     from rc1.models.loader import load_model
-    from rc1.runtime.device import cpu_bf16_supported, get_device, peak_memory_mb
+    from rc1.runtime.device import get_device, peak_memory_mb
 
     with _arm(spec, "trl") as (threads, train, held_out, root, write):
         device = get_device()
@@ -343,27 +461,24 @@ def _train_trl(spec: dict) -> dict:
             return out
 
         g = WORK["completions_per_prompt"]
-        bf16 = device.type != "cpu" or cpu_bf16_supported()  # TRL's default, except where bf16 would be emulated
+        bf16 = spec["trl_precision"] == "bf16"
         args = GRPOConfig(
             output_dir=str(root / "out"), seed=spec["seed"], data_seed=spec["seed"], report_to="none",
             save_strategy="no", logging_steps=1, disable_tqdm=True, max_steps=10**9, use_cpu=device.type == "cpu",
             bf16=bf16, per_device_train_batch_size=WORK["completions_per_step"], num_generations=g,
             max_completion_length=limit, learning_rate=WORK["lr"], lr_scheduler_type="constant",
             beta=WORK["beta"], loss_type="dapo", scale_rewards=WORK["scale_rewards"], epsilon=WORK["clip"],
-            max_grad_norm=WORK["max_grad_norm"], temperature=WORK["temperature"], dataloader_num_workers=0)
+            max_grad_norm=WORK["max_grad_norm"], temperature=WORK["temperature"], dataloader_num_workers=0,
+            gradient_checkpointing=False)  # TRL's default is on: it recomputes activations this small model need not
         dataset = Dataset.from_list([{"prompt": it["messages"], "item": json.dumps(it)} for it in train])
         progress = {"trainer": f"trl {trl.__version__} GRPOTrainer", "precision": "bf16" if bf16 else "fp32",
                     "gradient_checkpointing": bool(args.gradient_checkpointing), **threads, "complete": False}
         holder: dict = {}
+        held_out_eval = HeldOutEval(spec["model"], device, held_out)
 
-        def evaluate() -> float:
-            m = holder["trainer"].model
-            was_training = m.training
-            try:
-                with torch.no_grad():
-                    return greedy_accuracy(m, tok, held_out, limit)
-            finally:
-                m.train(was_training)
+        def evaluate() -> list[float]:
+            trainer = holder["trainer"]
+            return held_out_eval(trainer.accelerator.unwrap_model(trainer.model))
 
         clock = BudgetClock(spec["budget_s"], spec["eval_every_s"], evaluate,
                             on_point=lambda points: write({**progress, "points": list(points)}))
@@ -422,8 +537,10 @@ def _in_child(fn, spec: dict) -> dict:
 
 
 # ----------------------------------------------------------------------------- report
-def compare(rc1: dict, trl: dict, budget_s: float) -> dict:
-    """The headline numbers: both final accuracies, and rc1's time to TRL's final accuracy over the budget."""
+def old_compare(rc1: dict, trl: dict, budget_s: float) -> dict:
+    """The statistic of the first version of this bench, kept for comparison: rc1's first raw eval point at or
+    above TRL's last raw point, over the budget, target <= 0.5 (it compares a noisy point of rc1's against one of
+    TRL's and counts any TRL gain above 0)."""
     target = trl["final_accuracy"]
     t = time_to_accuracy(rc1["points"], target)
     ratio = None if t is None else t / budget_s
@@ -431,41 +548,40 @@ def compare(rc1: dict, trl: dict, budget_s: float) -> dict:
     # when TRL did not improve on its start, rc1 "reaches" its accuracy at 0 s: a ratio that says nothing
     return {"trl_final_accuracy": target, "rc1_final_accuracy": rc1["final_accuracy"],
             "rc1_time_to_trl_accuracy_s": t, "time_to_trl_accuracy_ratio": ratio,
-            "trl_gain_pp": round(100 * gain, 2), "target_ratio": TARGET_RATIO,
-            "target_met": gain > 0 and ratio is not None and ratio <= TARGET_RATIO}
+            "trl_gain_pp": round(100 * gain, 2), "target_ratio": 0.5,
+            "target_met": gain > 0 and ratio is not None and ratio <= 0.5}
 
 
 def plot(doc: dict, path: Path) -> Path:
+    """Left: each seed's smoothed accuracy against training time (raw points faint), the targets dotted. Right:
+    optimizer steps against training time."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for arm, color in (("rc1", "tab:blue"), ("trl", "tab:orange")):
-        r = doc.get(arm)
-        if not r or not r.get("points"):
-            continue
-        xs = [p["train_s"] for p in r["points"]]
-        label = f"{r['trainer']} ({r.get('steps', '?')} steps"
-        label += f", {r['completion_tokens_per_s']:.1f} tok/s)" if r.get("completion_tokens_per_s") else ")"
-        ax.plot(xs, [100 * p["accuracy"] for p in r["points"]], marker="o", color=color, label=label)
-        ax2.plot(xs, [p["step"] for p in r["points"]], marker=".", color=color, label=r["trainer"])
-    if doc.get("trl_final_accuracy") is not None:
-        ax.axhline(100 * doc["trl_final_accuracy"], color="tab:orange", linestyle=":", linewidth=1)
-    if doc.get("rc1_time_to_trl_accuracy_s") is not None:
-        ax.axvline(doc["rc1_time_to_trl_accuracy_s"], color="tab:blue", linestyle=":", linewidth=1)
-    ax.axvline(TARGET_RATIO * doc["budget_s"], color="grey", linestyle="--", linewidth=0.8)
+    for result in doc["per_seed"]:
+        for arm, color in (("rc1", "tab:blue"), ("trl", "tab:orange")):
+            r = result[arm]
+            xs = [p["train_s"] for p in r["points"]]
+            label = f"{r['trainer']}, seed {result['seed']} ({r.get('steps', '?')} steps)"
+            ax.plot(xs, [100 * a for a in smoothed(r["points"])], color=color, label=label, linewidth=1.2)
+            ax.plot(xs, [100 * p["accuracy"] for p in r["points"]], ".", color=color, alpha=0.35)
+            ax2.plot(xs, [p["step"] for p in r["points"]], marker=".", color=color, label=label)
+        ax.axhline(100 * result["target_accuracy"], color="grey", linestyle=":", linewidth=0.8)
+    summ = doc.get("summary") or {}
+    ratio, ci = summ.get("median_ratio"), summ.get("median_ratio_ci95")
+    text = "none" if ratio is None else f"{ratio:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+    ax.set_title(f"median time-to-target ratio rc1/TRL {text} (target <= {TARGET_RATIO})", fontsize=9)
     ax.set_xlabel("training time, s (evaluation paused)")
-    ax.set_ylabel(f"greedy accuracy on {doc['eval_items']} held-out items, %")
-    ratio = doc.get("time_to_trl_accuracy_ratio")
-    ratio_text = "none (rc1 never reached TRL's final accuracy)" if ratio is None else f"{ratio:.3f}"
-    ax.set_title(f"time-to-TRL-accuracy ratio {ratio_text} (target <= {TARGET_RATIO})", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_ylabel(f"greedy accuracy on {doc['eval_items']} held-out items, % (running mean of {SMOOTH})")
+    ax.legend(fontsize=6)
     ax2.set_xlabel("training time, s")
     ax2.set_ylabel("optimizer steps")
-    ax2.legend(fontsize=8)
-    fig.suptitle(f"rc1 bench learn: {doc['model']}, budget {doc['budget_s']:g} s", fontsize=11)
+    ax2.legend(fontsize=6)
+    fig.suptitle(f"rc1 bench learn: {doc['model']}, budget {doc['budget_s']:g} s, TRL {doc['trl_precision']}",
+                 fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -491,11 +607,18 @@ def _machine() -> dict:
             "load_avg_1m_start": round(os.getloadavg()[0], 2)}
 
 
+def arm_order(index: int) -> tuple[str, str]:
+    """Which trainer runs first in the `index`-th seed: alternating, so neither always has the cooler machine."""
+    return ("rc1", "trl") if index % 2 == 0 else ("trl", "rc1")
+
+
 def run(ws, quick: bool = False, budget_s: float = 900.0, model: str = DEFAULT_MODEL, eval_every_s: float | None = None,
-        eval_items: int = MIN_EVAL_ITEMS, threads: int | None = None, seed: int = SEED, **_ignored) -> dict:
-    """Train rc1 then TRL for `budget_s` seconds each; returns (and writes) the report. `quick` is accepted
-    for the common bench interface and changes nothing: the work is the work; pass a small budget."""
+        eval_items: int = MIN_EVAL_ITEMS, threads: int | None = None, seed: int = SEED, seeds: int = SEEDS,
+        trl_precision: str = "auto", **_ignored) -> dict:
+    """Train rc1 and TRL for `budget_s` seconds each, `seeds` times; returns (and writes) the report. `quick` is
+    accepted for the common bench interface and changes nothing: the work is the work; pass a small budget."""
     from rc1.runtime.atomic import atomic_write_json
+    from rc1.runtime.device import cpu_bf16_supported, get_device
     from rc1.runtime.errors import ConfigError
 
     if not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s) and budget_s > 0):
@@ -507,38 +630,73 @@ def run(ws, quick: bool = False, budget_s: float = 900.0, model: str = DEFAULT_M
         raise ConfigError(f"--eval-items {eval_items}: expected >= 1 (the measurement uses {MIN_EVAL_ITEMS} or more)")
     if threads is not None and int(threads) < 1:
         raise ConfigError(f"threads {threads}: expected >= 1")
+    if int(seeds) < 1:
+        raise ConfigError(f"--seeds {seeds}: expected >= 1 (the measurement uses {SEEDS})")
+    native_bf16 = get_device().type != "cpu" or cpu_bf16_supported()
+    if trl_precision == "auto":
+        trl_precision = "bf16" if native_bf16 else "fp32"
+    if trl_precision not in ("bf16", "fp32"):
+        raise ConfigError(f"--trl-precision {trl_precision!r}: expected auto, bf16 or fp32")
+    if trl_precision == "bf16" and not native_bf16:
+        raise ConfigError("--trl-precision bf16: this CPU has no native bf16 (AVX512-BF16 or AMX), where bf16 is "
+                          "emulated and slower; use fp32")
     out_dir = ws.reports / "bench"
     report, png = out_dir / REPORT, out_dir / PLOT
+    seed_list = [int(seed) + i for i in range(int(seeds))]
     doc: dict = {"bench": "learn", "complete": False, "model": model, "budget_s": float(budget_s),
                  "eval_every_s": eval_every_s, "eval_items": int(eval_items),
-                 "smoke": int(eval_items) < MIN_EVAL_ITEMS, "train_items": TRAIN_ITEMS, "seed": seed,
-                 "work": WORK, "eval": "greedy, one turn, fp32 training weights; clock paused while evaluating",
-                 "machine": _machine(), "trl_final_accuracy": None, "rc1_final_accuracy": None,
-                 "time_to_trl_accuracy_ratio": None}
+                 "smoke": int(eval_items) < MIN_EVAL_ITEMS, "train_items": TRAIN_ITEMS, "seeds": seed_list,
+                 "trl_precision": trl_precision, "work": WORK, "smooth_points": SMOOTH,
+                 "eval": "greedy, one turn, a fresh fp32 copy loaded with the trainer's weights, no autocast; clock "
+                         "paused while evaluating",
+                 "machine": _machine(), "per_seed": [], "summary": None}
     atomic_write_json(report, doc)
-    spec = {"model": model, "budget_s": float(budget_s), "eval_every_s": eval_every_s, "eval_items": int(eval_items),
-            "threads": threads, "seed": seed, "report": str(report)}
     print(f"rc1 bench learn: {model}, {budget_s:g} s of training each, eval every {eval_every_s:g} s on "
-          f"{eval_items} held-out items")
-    rc1 = _in_child(_train_rc1, {**spec, "doc": doc})
-    doc.update(rc1=rc1, rc1_final_accuracy=rc1["final_accuracy"])
-    atomic_write_json(report, doc)
-    _print_arm(rc1)
-    trl = _in_child(_train_trl, {**spec, "doc": doc})
-    doc.update(trl=trl, **compare(rc1, trl, float(budget_s)), complete=True)
-    doc["same_prompt_ids"] = rc1["prompt_ids_of_first_held_out_item"] == trl["prompt_ids_of_first_held_out_item"]
+          f"{eval_items} held-out items, seeds {seed_list} (alternating order), TRL in {trl_precision}")
+    trainers = {"rc1": _train_rc1, "trl": _train_trl}
+    for index, s in enumerate(seed_list):
+        spec = {"model": model, "budget_s": float(budget_s), "eval_every_s": eval_every_s,
+                "eval_items": int(eval_items), "threads": threads, "seed": s, "trl_precision": trl_precision,
+                "report": str(report)}
+        order = arm_order(index)
+        doc["running"] = {"seed": s, "order": list(order)}
+        arms: dict = {}
+        for arm in order:
+            arms[arm] = _in_child(trainers[arm], {**spec, "doc": doc})
+            doc["running"][arm] = arms[arm]
+            atomic_write_json(report, doc)
+            _print_arm(arms[arm])
+        result = {"seed": s, "order": list(order), "rc1": arms["rc1"], "trl": arms["trl"],
+                  "same_prompt_ids": arms["rc1"]["prompt_ids_of_first_held_out_item"]
+                  == arms["trl"]["prompt_ids_of_first_held_out_item"],
+                  **compare_seed(arms["rc1"], arms["trl"], float(budget_s))}
+        doc["per_seed"].append(result)
+        doc.pop("running")
+        atomic_write_json(report, doc)
+        ratio = result["ratio"]
+        print(f"seed {s}: target {result['target_accuracy']:.3f} (TRL's final smoothed accuracy; TRL gain 95 % "
+              f"interval [{result['trl_gain_ci95'][0]:+.3f}, {result['trl_gain_ci95'][1]:+.3f}]); time to it: rc1 "
+              f"{_secs(result['rc1_time_to_target_s'])}, TRL {_secs(result['trl_time_to_target_s'])}; ratio "
+              + ("none" if ratio is None else f"{ratio:.3f}"))
+        if not result["same_prompt_ids"]:
+            print("WARNING: rc1 and TRL tokenized the prompt differently (see *.prompt_ids_of_first_held_out_item)")
+    doc["summary"] = summarize(doc["per_seed"])
     doc["machine"]["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
-    _print_arm(trl)
-    ratio = doc["time_to_trl_accuracy_ratio"]
-    print(f"TRL final accuracy {trl['final_accuracy']:.3f}; rc1 final accuracy {rc1['final_accuracy']:.3f}; rc1 "
-          f"reached TRL's final accuracy after "
-          + (f"{doc['rc1_time_to_trl_accuracy_s']:.0f} s: ratio {ratio:.3f} (target <= {TARGET_RATIO}: "
-             f"{'met' if doc['target_met'] else 'NOT met'})" if ratio is not None else "never: ratio null"))
-    if not doc["same_prompt_ids"]:
-        print("WARNING: rc1 and TRL tokenized the prompt differently (see *.prompt_ids_of_first_held_out_item)")
+    doc["complete"] = True
+    summ = doc["summary"]
+    ci = summ["median_ratio_ci95"]
+    print(f"median ratio over {len(seed_list)} seed(s): "
+          + ("none" if summ["median_ratio"] is None else f"{summ['median_ratio']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]")
+          + f"; final smoothed accuracy rc1 {summ['rc1_final_smoothed_median']:.3f}, TRL "
+          f"{summ['trl_final_smoothed_median']:.3f}; target ({summ['target']}): "
+          f"{'met' if summ['target_met'] else 'NOT met'}")
     doc["plot"] = ws.rel(plot(doc, png))
     atomic_write_json(report, doc)
     return doc
+
+
+def _secs(t: float | None) -> str:
+    return "never" if t is None else f"{t:.0f} s"
 
 
 def _print_arm(r: dict) -> None:

@@ -181,9 +181,12 @@ def learn(
     eval_items: Annotated[int, typer.Option(help="held-out items (fewer than 100 only for a smoke run)")] = 100,
     eval_every_s: Annotated[Optional[float], typer.Option(help="seconds of training between evals (default budget/15)")] = None,
     threads: Threads = None,
+    seeds: Annotated[int, typer.Option(help="seeds, each training both trainers (alternating which goes first)")] = 3,
+    trl_precision: Annotated[str, typer.Option(help="TRL's precision: auto (bf16 where native), bf16 or fp32")] = "auto",
 ) -> None:
     """rc1's pure PyTorch engine vs TRL's GRPOTrainer on the same task and budget: accuracy against time."""
-    _run("learn", budget_s=budget_s, model=model, eval_items=eval_items, eval_every_s=eval_every_s, threads=threads)
+    _run("learn", budget_s=budget_s, model=model, eval_items=eval_items, eval_every_s=eval_every_s, threads=threads,
+         seeds=seeds, trl_precision=trl_precision)
 
 
 @bench_app.command("seeds")

@@ -94,18 +94,58 @@ def test_budget_smaller_than_one_step_still_has_a_final_point(monkeypatch):
     assert [(p["step"], p["train_s"]) for p in clock.points] == [(0, 0.0), (1, 3.0)]
 
 
-def test_time_to_trl_accuracy_ratio():
-    rc1 = {"final_accuracy": 0.4, "points": [{"train_s": 0.0, "accuracy": 0.0}, {"train_s": 60.0, "accuracy": 0.1},
-                                             {"train_s": 120.0, "accuracy": 0.33}, {"train_s": 180.0, "accuracy": 0.4}]}
-    trl = {"final_accuracy": 0.32, "points": [{"train_s": 0.0, "accuracy": 0.0}, {"train_s": 900.0, "accuracy": 0.32}]}
-    out = learn.compare(rc1, trl, 900.0)
-    assert out["rc1_time_to_trl_accuracy_s"] == 120.0 and out["time_to_trl_accuracy_ratio"] == pytest.approx(120 / 900)
-    assert out["target_met"] and out["trl_final_accuracy"] == 0.32 and out["rc1_final_accuracy"] == 0.4
-    never = learn.compare({**rc1, "points": rc1["points"][:2], "final_accuracy": 0.1}, trl, 900.0)
-    assert never["time_to_trl_accuracy_ratio"] is None and not never["target_met"]
-    flat = {"final_accuracy": 0.0, "points": [{"train_s": 0.0, "accuracy": 0.0}, {"train_s": 900.0, "accuracy": 0.0}]}
-    nothing = learn.compare(rc1, flat, 900.0)  # TRL learned nothing: reached at once, but no target met
-    assert nothing["time_to_trl_accuracy_ratio"] == 0.0 and not nothing["target_met"]
+def _pt(t: float, acc: float, n: int = 0) -> dict:
+    """An eval point at t seconds; with n, n item scores whose mean is acc."""
+    p = {"train_s": t, "accuracy": acc, "step": int(t)}
+    if n:
+        ones = round(acc * n)
+        p["scores"] = [1.0] * ones + [0.0] * (n - ones)
+    return p
+
+
+def test_one_statistic_for_both_trainers_by_hand():
+    """Both curves smoothed by a running mean of 3 points, read at TRL's final smoothed accuracy, linear between
+    points; the ratio is rc1's time over TRL's; the old statistic is kept beside it."""
+    assert learn.smoothed([_pt(0, 0.0), _pt(1, 0.3), _pt(2, 0.45), _pt(3, 0.6)]) == pytest.approx([0, 0.15, 0.25, 0.45])
+    rc1 = {"final_accuracy": 0.6, "points": [_pt(0, 0.0), _pt(60, 0.3), _pt(120, 0.45), _pt(180, 0.6)]}
+    trl = {"final_accuracy": 0.4, "points": [_pt(0, 0.0, 10), _pt(450, 0.2), _pt(900, 0.4, 10)]}
+    # TRL smoothed: 0, 0.1, 0.2 -> target 0.2, reached at 900 s; rc1 smoothed 0, 0.15, 0.25: 60 + 0.05 / 0.10 x 60
+    out = learn.compare_seed(rc1, trl, 900.0)
+    assert out["target_accuracy"] == pytest.approx(0.2)
+    assert out["trl_time_to_target_s"] == pytest.approx(900.0) and out["rc1_time_to_target_s"] == pytest.approx(90.0)
+    assert out["ratio"] == pytest.approx(0.1) and out["trl_learned"] and out["trl_gain"] == pytest.approx(0.4)
+    assert 0 < out["trl_gain_ci95"][0] <= 0.4 <= out["trl_gain_ci95"][1]
+    assert out["rc1_final_smoothed"] == pytest.approx(0.45) and out["trl_final_smoothed"] == pytest.approx(0.2)
+    # the old statistic: rc1's first raw point at or above TRL's last raw 0.4 is 0.45 at 120 s, of 900
+    assert out["old_statistic"]["time_to_trl_accuracy_ratio"] == pytest.approx(120 / 900)
+    # rc1 never reaches the target: no ratio
+    never = learn.compare_seed({"final_accuracy": 0.1, "points": [_pt(0, 0.0), _pt(900, 0.1)]}, trl, 900.0)
+    assert never["rc1_time_to_target_s"] is None and never["ratio"] is None
+    # TRL learned nothing (its gain's interval is not above 0): the seed gives no ratio, whatever rc1 did
+    flat = {"final_accuracy": 0.0, "points": [_pt(0, 0.0, 10), _pt(900, 0.0, 10)]}
+    nothing = learn.compare_seed(rc1, flat, 900.0)
+    assert not nothing["trl_learned"] and nothing["ratio"] is None and nothing["trl_gain_ci95"] == [0.0, 0.0]
+
+
+def test_the_summary_needs_every_seed_a_low_median_and_a_tight_interval():
+    def seed(ratio, rc1_final=0.4, trl_final=0.3):
+        return {"ratio": ratio, "rc1_final_smoothed": rc1_final, "trl_final_smoothed": trl_final,
+                "old_statistic": {"time_to_trl_accuracy_ratio": 0.5}}
+
+    good = learn.summarize([seed(0.1), seed(0.2), seed(0.3)])
+    assert good["median_ratio"] == pytest.approx(0.2) and good["target_met"]
+    assert 0.1 <= good["median_ratio_ci95"][0] <= 0.2 <= good["median_ratio_ci95"][1] <= 0.3
+    assert not learn.summarize([seed(0.1), seed(0.2), seed(None)])["target_met"]  # a seed without a ratio
+    assert learn.summarize([seed(0.1), seed(0.2), seed(None)])["median_ratio"] is None
+    assert not learn.summarize([seed(0.35), seed(0.4), seed(0.45)])["target_met"]  # median above 0.30
+    wide = learn.summarize([seed(0.05), seed(0.25), seed(0.9)])  # median 0.25, but the interval reaches 0.9
+    assert wide["median_ratio"] == pytest.approx(0.25) and wide["median_ratio_ci95"][1] > 0.5 and not wide["target_met"]
+    worse = learn.summarize([seed(0.1, rc1_final=0.2), seed(0.2, rc1_final=0.2), seed(0.3, rc1_final=0.2)])
+    assert not worse["target_met"]  # faster to TRL's accuracy, but ends lower than TRL
+
+
+def test_seeds_alternate_which_trainer_goes_first():
+    assert [learn.arm_order(i) for i in range(3)] == [("rc1", "trl"), ("trl", "rc1"), ("rc1", "trl")]
 
 
 def test_the_bench_config_trains_without_a_reference_model(tmp_path):
@@ -134,7 +174,8 @@ def test_the_bench_config_trains_without_a_reference_model(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--budget-s", "0"], ["--budget-s", "-5"], ["--budget-s", "nan"],
-                                  ["--budget-s", "inf"], ["--budget-s", "soon"]])
+                                  ["--budget-s", "inf"], ["--budget-s", "soon"], ["--seeds", "0"],
+                                  ["--trl-precision", "fp8"]])
 def test_nonsense_budget_exits_2(tmp_path, args):
     from rc1.cli.main import app
 
@@ -144,19 +185,26 @@ def test_nonsense_budget_exits_2(tmp_path, args):
 
 
 def test_bench_learn_end_to_end(tmp_path):
-    """The real entry point, both trainers, a budget of one step: a complete report and its plot."""
+    """The real entry point, both trainers, one seed, a budget of one step: a complete report and its plot; both
+    arms evaluated by the same fresh fp32 copy (each point keeps its items' scores); TRL without checkpointing."""
     proc = subprocess.run([sys.executable, "-m", "rc1.cli.main", "--workdir", str(tmp_path), "bench", "learn",
-                           "--budget-s", "0.5", "--model", "random:qwen3-tiny"],
+                           "--budget-s", "0.5", "--model", "random:qwen3-tiny", "--seeds", "1",
+                           "--trl-precision", "fp32"],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     doc = json.loads((tmp_path / "reports/bench/learn.json").read_text())
-    assert doc["complete"] and doc["same_prompt_ids"] and doc["eval_items"] >= 100
+    assert doc["complete"] and doc["eval_items"] >= 100 and doc["seeds"] == [7] and doc["trl_precision"] == "fp32"
     assert (tmp_path / doc["plot"]).stat().st_size > 1000
+    (result,) = doc["per_seed"]
+    assert result["seed"] == 7 and result["order"] == ["rc1", "trl"] and result["same_prompt_ids"]
     for arm in ("rc1", "trl"):
-        r = doc[arm]
+        r = result[arm]
         assert r["complete"] and r["steps"] >= 1 and r["completion_tokens_per_s"] > 0
         assert [p["step"] for p in r["points"]][0] == 0 and r["points"][-1]["train_s"] >= 0.5
-    assert doc["trl_final_accuracy"] == doc["trl"]["final_accuracy"]
-    assert doc["rc1_final_accuracy"] == doc["rc1"]["final_accuracy"]
-    assert "time_to_trl_accuracy_ratio" in doc  # a random model never answers: 0.0 (TRL's 0 is reached at once)
-    assert doc["rc1"]["time_breakdown_s_per_step"]["time/generate_s"] > 0
+        assert all(len(p["scores"]) == doc["eval_items"] for p in r["points"])
+    assert result["trl"]["precision"] == "fp32" and result["trl"]["gradient_checkpointing"] is False
+    assert result["rc1"]["time_breakdown_s_per_step"]["time/generate_s"] > 0
+    # a random model never answers: TRL gains nothing, so the seed gives no ratio and the target is not met
+    assert not result["trl_learned"] and result["ratio"] is None
+    assert doc["summary"]["seeds"] == 1 and doc["summary"]["target_met"] is False
+    assert "old_statistic" in result and "running" not in doc
