@@ -382,8 +382,6 @@ def rc1_config(spec: dict) -> dict:
 
 def _train_rc1(spec: dict) -> dict:
     """Child process: rc1's pure PyTorch engine (the recipe `rc1 train` runs) for the budget."""
-    import torch
-
     from rc1.callbacks.base import BaseCallback
     from rc1.config.schema import TrainConfig
     from rc1.envs.env import ChatFormat, episode_messages
