@@ -98,22 +98,19 @@ def run(ws=None, quick: bool = False, base: str = "embedded:smollm2-135m-instruc
         rows.append({"what": what, "backend": backend, "batch": batch, "tokens": sum(map(len, gen)),
                      "wall_s": wall, "cpu_s": cpu, "weight_bytes": weight_bytes})
 
-    torch_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    for batch, ps in batches.items():
-        with torch.inference_mode():
-            (gen, _, _), wall, cpu = _timed(lambda: decode_batch(
-                model, fmt, ps, max_new_tokens=[new_tokens] * len(ps), greedy=False, temperature=1.0, top_p=1.0,
-                generator=torch.Generator().manual_seed(0), stop_at_action=False))
-        add(f"torch fp32 b={batch}", "torch", batch, gen, wall, cpu, torch_bytes)
-    if cpu_bf16_supported():  # generation.rollout_dtype bf16: a bf16 copy of the weights (buffers stay fp32)
-        for p in model.parameters():
-            p.data = p.data.to(torch.bfloat16)
+    # fp32, then (generation.rollout_dtype bf16) the weights cast to bf16, buffers kept fp32, where bf16 is native
+    variants = [("torch fp32", "torch")] + ([("torch bf16 copy", "torch bf16")] if cpu_bf16_supported() else [])
+    for name, backend in variants:
+        if backend == "torch bf16":
+            for p in model.parameters():
+                p.data = p.data.to(torch.bfloat16)
+        weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         for batch, ps in batches.items():
             with torch.inference_mode():
                 (gen, _, _), wall, cpu = _timed(lambda: decode_batch(
                     model, fmt, ps, max_new_tokens=[new_tokens] * len(ps), greedy=False, temperature=1.0, top_p=1.0,
                     generator=torch.Generator().manual_seed(0), stop_at_action=False))
-            add(f"torch bf16 copy b={batch}", "torch bf16", batch, gen, wall, cpu, torch_bytes // 2)
+            add(f"{name} b={batch}", backend, batch, gen, wall, cpu, weight_bytes)
     single = None
     if installed("llamacpp"):
         from rc1.generation.llamacpp import LlamaCppSampler

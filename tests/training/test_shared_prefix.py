@@ -7,6 +7,7 @@ import torch
 
 from rc1.config.load import load_train_config
 from rc1.engines.forward import shared_prefix_plan
+from rc1.models.loader import causal_lm
 from rc1.engines.pure_pt import PurePTEngine
 from rc1.runtime.workspace import Workspace
 from tests.helpers.workspace import make_workspace
@@ -48,8 +49,7 @@ def test_shared_prefix_forward_matches_the_plain_forward(tmp_path, tiny_model_di
     assert plan is not None and [f for _, f in plan[1]] == [10, 5] and plan[2] == [0, 0, 0, 1, 1, 1]
     if path == "kv_cache":
         monkeypatch.setattr(forward, "PACK_MASK_ELEMENTS", 0)
-    assert forward.packs(engine.model.get_base_model() if method == "lora" else engine.model, plan, attn) == (
-        path == "packed")
+    assert forward.packs(causal_lm(engine.model), plan, attn) == (path == "packed")
     called = []
     for name in ("packed_prefix_hidden", "shared_prefix_hidden"):
         fn = getattr(forward, name)
@@ -72,7 +72,7 @@ def test_shared_prefix_forward_matches_the_plain_forward(tmp_path, tiny_model_di
         torch.testing.assert_close(g_s[name], g_p[name], atol=1e-5, rtol=1e-4, msg=name)
 
 
-def test_packing_needs_sdpa_attention_and_a_small_mask(tiny_model_dir):
+def test_packing_needs_sdpa_attention_and_a_small_mask(tiny_model_dir, monkeypatch):
     """A custom boolean mask is taken as it is only by SDPA attention, it knows no sliding window, and its
     [groups, L, L] size is bounded."""
     from transformers import AutoModelForCausalLM
@@ -88,11 +88,8 @@ def test_packing_needs_sdpa_attention_and_a_small_mask(tiny_model_dir):
     sliding = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), attn_implementation="sdpa")
     sliding.config.use_sliding_window = True
     assert not forward.packs(sliding, plan, attn)  # a window the custom mask would not apply
-    forward.PACK_MASK_ELEMENTS, before = 80, forward.PACK_MASK_ELEMENTS
-    try:
-        assert not forward.packs(lm, plan, attn)
-    finally:
-        forward.PACK_MASK_ELEMENTS = before
+    monkeypatch.setattr(forward, "PACK_MASK_ELEMENTS", 80)
+    assert not forward.packs(lm, plan, attn)
 
 
 def test_no_plan_without_a_shared_prompt():
