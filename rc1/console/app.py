@@ -387,6 +387,8 @@ class Rc1Console(App):
         return True
 
     def refresh_bindings(self) -> None:
+        if not self.screen_stack:
+            return  # the app is closing: a worker that ended meanwhile has no screen left to refresh
         super().refresh_bindings()
         self._update_screens("show_key_hints")  # the line that says why a key is disabled
 

@@ -194,3 +194,15 @@ def test_a_stage_is_cancellable_even_when_the_pipeline_ignores_sigint(scripted):
     finally:
         signal.signal(signal.SIGINT, previous)
     assert out.kind == CANCELLED and "stopped cleanly at step" in scripted.path("logs/pipeline.log").read_text()
+
+
+@pytest.mark.anyio
+async def test_a_worker_that_ends_while_the_app_closes_does_not_crash_it(scripted):
+    """The CI failure of a pipeline cancelled just before the test's app closed: the worker's state change
+    arrived with no screen left on the stack, and refreshing the key bindings raised ScreenStackError."""
+    backend = PipelineBackend(scripted, PLAN, trainer=FakeTrainerStatus(pid=None, alive=False))
+    app = make_app(backend=backend, poll_interval=0.05, watch_interval=0.1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _wait(pilot, lambda: app.view is not None, "first load")
+    assert not app.screen_stack
+    app.refresh_bindings()  # what on_worker_state_changed does for a pipeline worker that ended
