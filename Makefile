@@ -23,7 +23,7 @@ run: setup
 
 # pytest exit 5 means no test ran: that is a failure, not a pass.
 test: setup
-	$(BIN)/python -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$rc
+	$(BIN)/python -m pytest -q --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$rc
 
 preflight: setup
 	$(RC1) advance --to round2 --config $(CONFIG)

@@ -25,6 +25,7 @@ from typing import Any, ContextManager
 from rc1.engines.contract import ForwardOutput
 from rc1.envs.sampling import sampling_logits
 from rc1.models.loader import causal_lm
+from rc1.runtime.hf_compat import cache_of, with_cache
 
 
 def activation_checkpointing(lm) -> bool:
@@ -158,7 +159,7 @@ def shared_prefix_hidden(lm, input_ids, attention_mask, sel, plan):
         pre_ids[g, :f] = input_ids[row, :f]
         pre_mask[g, :f] = 1
     dec = lm.get_decoder()
-    cache = dec(input_ids=pre_ids, attention_mask=pre_mask, use_cache=True).past_key_values
+    cache = cache_of(dec(input_ids=pre_ids, attention_mask=pre_mask, use_cache=True))
     idx = torch.tensor(row_group, device=dev)
     cache.batch_select_indices(idx)
     suf_len = [int(lengths[i]) - int(first[i]) for i in range(len(row_group))]
@@ -173,7 +174,7 @@ def shared_prefix_hidden(lm, input_ids, attention_mask, sel, plan):
         suf_mask[i, :n] = 1
         pos[i] = f + torch.arange(S, device=dev)
     out = dec(input_ids=suf_ids, attention_mask=torch.cat([pre_mask[idx], suf_mask], 1), position_ids=pos,
-              past_key_values=cache, use_cache=True)
+              use_cache=True, **with_cache(cache))
     rows, cols = sel.nonzero(as_tuple=True)
     return out.last_hidden_state[rows, cols - first[rows]]
 

@@ -26,6 +26,7 @@ from rc1.envs.env import ChatFormat, EpisodeState
 from rc1.envs.episode import Episode
 from rc1.envs.actions import has_complete_action
 from rc1.envs.sampling import sampling_logprobs
+from rc1.runtime.hf_compat import with_cache
 
 log = logging.getLogger("rc1.envs")
 
@@ -134,8 +135,8 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
     # model slices a strided view, and linear() then multiplies it by a weight expanded per row (a copy of
     # the [vocab x hidden] output matrix for every prompt: half the time of a GRPO rollout on a CPU).
     last = to_device(torch.tensor([width - 1]), device)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True,
-                logits_to_keep=last)
+    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=last,
+                **with_cache(cache))
     logits = out.logits[:, -1, :]
     if len(unique) < n:
         idx = to_device(torch.tensor(source, dtype=torch.long), device)
@@ -167,8 +168,8 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
             rows = [rows[j] for j in keep]
         attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
         pos = pos[:, -1:] + 1
-        logits = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache,
-                       use_cache=True).logits[:, -1, :]
+        logits = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, use_cache=True,
+                       **with_cache(cache)).logits[:, -1, :]
     return generated, logprobs, hit_limit
 
 

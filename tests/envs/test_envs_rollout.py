@@ -141,3 +141,24 @@ def test_rollout_from_a_training_lora_model(item):
     out = model(input_ids=torch.tensor([eps[0].input_ids]))
     out.logits.float().log_softmax(-1)[0, -2, eps[0].input_ids[-1]].backward()  # differentiable on input_ids
     assert any(p.grad is not None for n, p in model.named_parameters() if "lora_" in n)
+
+
+def test_the_kv_cache_goes_by_the_name_the_installed_transformers_defines(tiny_model, item, monkeypatch):
+    """transformers 5.24 renamed `past_key_values` to `cache` (the old name warns, and goes in 5.40): a rollout passes
+    the cache by the installed version's name, and the name follows the version."""
+    import warnings
+
+    import transformers
+
+    from rc1.runtime import hf_compat
+
+    model, tok = tiny_model
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        generate_episodes(model, tok, [item(id="a")], num_generations=2, max_new_tokens=4, seed=1)
+    for version, name in (("5.23.0", "past_key_values"), ("5.24.0", "cache"), ("6.0.0.dev0", "cache")):
+        hf_compat.cache_name.cache_clear()
+        monkeypatch.setattr(transformers, "__version__", version)
+        assert hf_compat.with_cache("kv") == {name: "kv"}
+        assert hf_compat.cache_of({name: "kv"}) == "kv"
+    hf_compat.cache_name.cache_clear()
