@@ -30,7 +30,8 @@ One statistic for both (`compare_seed`): the accuracy curves are smoothed (runni
 the target is TRL's final smoothed accuracy; each trainer's time to it is where its smoothed curve first reaches
 it (linear between eval points); the ratio is rc1's time over TRL's. A seed counts only when TRL's own gain (its
 last point over its first, paired bootstrap over the items) has a 95 % interval above 0. Across seeds
-(`summarize`): the median ratio and a bootstrap 95 % interval; target: median <= TARGET_RATIO, the interval's upper
+(`summarize`): the median ratio and a bootstrap 95 % interval (a seed where rc1 never reached TRL's accuracy
+counts as an unbounded ratio); target: median <= TARGET_RATIO, the interval's upper
 end <= TARGET_CI_HIGH, rc1's median final smoothed accuracy no lower than TRL's. The old statistic (rc1's first
 raw point at or above TRL's last raw point, over the budget) is kept beside it as `old_statistic`.
 
@@ -297,29 +298,44 @@ def compare_seed(rc1: dict, trl: dict, budget_s: float) -> dict:
 
 def summarize(per_seed: list[dict], seed: int = 0) -> dict:
     """Across seeds: the median ratio, its bootstrap 95 % interval, and whether the target is met. A seed where TRL
-    did not learn (gain interval not above 0) or rc1 never reached the target leaves no ratio, and the target
-    unmet."""
+    learned but rc1 never reached TRL's accuracy in the budget counts as an unbounded ratio (rc1 slower than any
+    finite one): the median can still be finite, the interval's upper end is then unbounded (None), and the
+    target unmet. A seed where TRL did not learn (gain interval not above 0) says nothing: no median."""
     import numpy as np
     from scipy.stats import bootstrap
 
-    ratios = [c["ratio"] for c in per_seed]
+    ratios = [c["ratio"] if c["ratio"] is not None or not c.get("trl_learned") else math.inf for c in per_seed]
     complete = bool(per_seed) and all(r is not None for r in ratios)
-    median = statistics.median(ratios) if complete else None
-    ci = None
-    if complete and len(ratios) > 1 and len(set(ratios)) > 1:
-        res = bootstrap((np.asarray(ratios),), np.median, n_resamples=10000, method="percentile", random_state=seed)
-        ci = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
-    elif complete:
-        ci = [median, median]
+    median = ci = None
+    if complete:
+        finite = np.asarray([min(r, _UNBOUNDED) for r in ratios])  # scipy's percentiles need finite values
+        median = float(np.median(finite))
+        if len(ratios) > 1 and len(set(ratios)) > 1:
+            res = bootstrap((finite,), np.median, n_resamples=10000, method="percentile", random_state=seed)
+            ci = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+        else:
+            ci = [median, median]
+        median, ci = _bounded(median), [_bounded(c) for c in ci]
     rc1_final = statistics.median(c["rc1_final_smoothed"] for c in per_seed) if per_seed else None
     trl_final = statistics.median(c["trl_final_smoothed"] for c in per_seed) if per_seed else None
-    met = (complete and median <= TARGET_RATIO and ci[1] <= TARGET_CI_HIGH and rc1_final >= trl_final - 1e-12)
+    met = (complete and median is not None and median <= TARGET_RATIO and ci[1] is not None
+           and ci[1] <= TARGET_CI_HIGH and rc1_final >= trl_final - 1e-12)
     old = [c["old_statistic"]["time_to_trl_accuracy_ratio"] for c in per_seed]
-    return {"seeds": len(per_seed), "ratios": ratios, "median_ratio": median, "median_ratio_ci95": ci,
+    return {"seeds": len(per_seed), "ratios": [_bounded(r) if r is not None else None for r in ratios],
+            "rc1_never_reached": [c.get("seed") for c, r in zip(per_seed, ratios) if r == math.inf],
+            "median_ratio": median, "median_ratio_ci95": ci,
             "rc1_final_smoothed_median": rc1_final, "trl_final_smoothed_median": trl_final,
             "target": f"median ratio <= {TARGET_RATIO}, its 95 % interval's upper end <= {TARGET_CI_HIGH}, rc1's "
                       "final accuracy no lower than TRL's, TRL's gain above 0 on every seed",
             "target_met": bool(met), "old_statistic_ratios": old}
+
+
+_UNBOUNDED = 1e9  # stands in for an infinite ratio inside the bootstrap; anything above 1e6 reads back as None
+
+
+def _bounded(x: float) -> float | None:
+    """A ratio for the report: None where it is unbounded (rc1 never reached TRL's accuracy)."""
+    return None if x > 1e6 else x
 
 
 # ----------------------------------------------------------------------------- the two trainers (child processes)
@@ -684,13 +700,19 @@ def run(ws, quick: bool = False, budget_s: float = 900.0, model: str = DEFAULT_M
     summ = doc["summary"]
     ci = summ["median_ratio_ci95"]
     print(f"median ratio over {len(seed_list)} seed(s): "
-          + ("none" if summ["median_ratio"] is None else f"{summ['median_ratio']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]")
+          + ("none" if summ["median_ratio"] is None else f"{summ['median_ratio']:.3f} [{_ratio(ci[0])}, {_ratio(ci[1])}]")
+          + (f" (rc1 never reached TRL's accuracy on seed(s) {summ['rc1_never_reached']})" if summ["rc1_never_reached"]
+             else "")
           + f"; final smoothed accuracy rc1 {summ['rc1_final_smoothed_median']:.3f}, TRL "
           f"{summ['trl_final_smoothed_median']:.3f}; target ({summ['target']}): "
           f"{'met' if summ['target_met'] else 'NOT met'}")
     doc["plot"] = ws.rel(plot(doc, png))
     atomic_write_json(report, doc)
     return doc
+
+
+def _ratio(r: float | None) -> str:
+    return "unbounded" if r is None else f"{r:.3f}"
 
 
 def _secs(t: float | None) -> str:

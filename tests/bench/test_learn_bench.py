@@ -128,15 +128,21 @@ def test_one_statistic_for_both_trainers_by_hand():
 
 
 def test_the_summary_needs_every_seed_a_low_median_and_a_tight_interval():
-    def seed(ratio, rc1_final=0.4, trl_final=0.3):
+    def seed(ratio, rc1_final=0.4, trl_final=0.3, trl_learned=True):
         return {"ratio": ratio, "rc1_final_smoothed": rc1_final, "trl_final_smoothed": trl_final,
+                "trl_learned": trl_learned,
                 "old_statistic": {"time_to_trl_accuracy_ratio": 0.5}}
 
     good = learn.summarize([seed(0.1), seed(0.2), seed(0.3)])
     assert good["median_ratio"] == pytest.approx(0.2) and good["target_met"]
     assert 0.1 <= good["median_ratio_ci95"][0] <= 0.2 <= good["median_ratio_ci95"][1] <= 0.3
-    assert not learn.summarize([seed(0.1), seed(0.2), seed(None)])["target_met"]  # a seed without a ratio
-    assert learn.summarize([seed(0.1), seed(0.2), seed(None)])["median_ratio"] is None
+    # rc1 never reached TRL's accuracy on one seed: an unbounded ratio; the median of three is still finite
+    never = learn.summarize([seed(0.1), seed(0.2), seed(None)])
+    assert never["median_ratio"] == pytest.approx(0.2) and never["ratios"][2] is None
+    assert never["median_ratio_ci95"][1] is None and not never["target_met"]  # the interval reaches the unbounded
+    assert learn.summarize([seed(0.5), seed(None), seed(None)])["median_ratio"] is None  # the median is unbounded
+    # a seed where TRL learned nothing says nothing: no median
+    assert learn.summarize([seed(0.1), seed(0.2), seed(None, trl_learned=False)])["median_ratio"] is None
     assert not learn.summarize([seed(0.35), seed(0.4), seed(0.45)])["target_met"]  # median above 0.30
     wide = learn.summarize([seed(0.05), seed(0.25), seed(0.9)])  # median 0.25, but the interval reaches 0.9
     assert wide["median_ratio"] == pytest.approx(0.25) and wide["median_ratio_ci95"][1] > 0.5 and not wide["target_met"]
