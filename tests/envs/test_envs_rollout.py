@@ -90,9 +90,11 @@ class ScriptedLM(torch.nn.Module):
     def _ids(self, turns):
         return [self.tok(t, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id] for t in turns]
 
-    def forward(self, input_ids, attention_mask, position_ids, past_key_values, use_cache=True, logits_to_keep=0):
+    def forward(self, input_ids, attention_mask, position_ids, cache=None, use_cache=True, logits_to_keep=0,
+                past_key_values=None):  # the KV cache by either name: rc1 passes the installed transformers' (hf_compat)
+        cache = cache if cache is not None else past_key_values
         fake = input_ids[:, None, :, None].float()
-        history = past_key_values.update(fake, fake, 0)[0][:, 0, :, 0].long()
+        history = cache.update(fake, fake, 0)[0][:, 0, :, 0].long()
         logits = torch.full((input_ids.shape[0], 1, self.vocab), -30.0)
         h = len(self.header)
         for r, row in enumerate(history.tolist()):

@@ -26,12 +26,14 @@ class ScriptedLM(torch.nn.Module):
         self.vocab = len(tok)
         self.prompts: list[list[int]] = []   # every prefilled prompt, padding removed
 
-    def forward(self, input_ids, attention_mask, position_ids, past_key_values, use_cache=True, logits_to_keep=0):
+    def forward(self, input_ids, attention_mask, position_ids, cache=None, use_cache=True, logits_to_keep=0,
+                past_key_values=None):  # the KV cache by either name: rc1 passes the installed transformers' (hf_compat)
+        cache = cache if cache is not None else past_key_values
         if input_ids.shape[1] > 1:  # prefill: record what each row is conditioned on
             for row, m in zip(input_ids.tolist(), attention_mask.tolist()):
                 self.prompts.append([t for t, keep in zip(row, m) if keep])
         fake = input_ids[:, None, :, None].float()
-        history = past_key_values.update(fake, fake, 0)[0][:, 0, :, 0].long()
+        history = cache.update(fake, fake, 0)[0][:, 0, :, 0].long()
         logits = torch.full((input_ids.shape[0], 1, self.vocab), -30.0)
         h = len(self.header)
         for r, row in enumerate(history.tolist()):
