@@ -158,9 +158,11 @@ def test_the_kv_cache_goes_by_the_name_the_installed_transformers_defines(tiny_m
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         generate_episodes(model, tok, [item(id="a")], num_generations=2, max_new_tokens=4, seed=1)
-    for version, name in (("5.23.0", "past_key_values"), ("5.24.0", "cache"), ("6.0.0.dev0", "cache")):
-        hf_compat.cache_name.cache_clear()
-        monkeypatch.setattr(transformers, "__version__", version)
-        assert hf_compat.with_cache("kv") == {name: "kv"}
-        assert hf_compat.cache_of({name: "kv"}) == "kv"
-    hf_compat.cache_name.cache_clear()
+    try:
+        for version, name in (("5.23.0", "past_key_values"), ("5.24.0", "cache"), ("6.0.0.dev0", "cache")):
+            hf_compat.cache_name.cache_clear()
+            monkeypatch.setattr(transformers, "__version__", version)
+            assert hf_compat.with_cache("kv") == {name: "kv"}
+            assert hf_compat.cache_of({name: "kv"}) == "kv"
+    finally:
+        hf_compat.cache_name.cache_clear()  # later tests read the installed version's name again
