@@ -7,7 +7,9 @@ reproducible from the generator's state — exact resume depends on that). A seq
 end-of-turn token, at `max_new_tokens`, or (with `stop_at_action`) at the newline ending its
 first action line, like a ReAct stop sequence — so it cannot hallucinate the tool's result.
 Finished rows leave the batch (their KV cache rows are dropped). Identical prompts in a batch
-(the `num_generations` copies of an item) are prefilled once and their cache rows repeated.
+(the `num_generations` copies of an item) are prefilled once and their cache rows repeated, and the prefix
+all of a batch's prompts share (the protocol's system prompt: 75 of a GRPO prompt's 100 tokens) is prefilled
+once for the batch, its cache rows repeated, each prompt's rest padded after it (the pads masked out).
 
 Each generated token's log-probability under the distribution it was drawn from (rc1.envs.sampling:
 softmax(logits / temperature) over the top-p nucleus; plain softmax when greedy) is kept in
@@ -71,6 +73,19 @@ def sample_tokens(logits, *, greedy: bool, temperature: float, top_p: float, gen
     return nxt, logp.gather(-1, nxt[:, None]).squeeze(-1)
 
 
+MIN_SHARED_PREFIX = 16   # tokens: a shorter common prefix is not worth a separate prefill
+
+
+def common_prefix(prompts: Sequence[Sequence[int]]) -> int:
+    """Tokens all `prompts` share at the start, leaving each at least its last token (its logits are needed)."""
+    n = min(len(p) for p in prompts) - 1
+    first = prompts[0]
+    for i in range(max(n, 0)):
+        if any(p[i] != first[i] for p in prompts[1:]):
+            return i
+    return max(n, 0)
+
+
 def _select_rows(cache, keep) -> None:
     if hasattr(cache, "batch_select_indices"):
         cache.batch_select_indices(keep)
@@ -122,21 +137,33 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
     # Identical prompts (a GRPO group's copies) are prefilled once; their cache rows are then repeated.
     unique: dict[tuple[int, ...], int] = {}
     source = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
-    width = max(len(p) for p in unique)
+    cache = DynamicCache(config=model.config)
+    # The prefix every distinct prompt shares is prefilled once (one row), its cache rows repeated for each.
+    shared = common_prefix(list(unique)) if len(unique) > 1 else 0
+    if shared < MIN_SHARED_PREFIX:
+        shared = 0
+    else:
+        prefix = to_device(torch.tensor([list(next(iter(unique)))[:shared]], dtype=torch.long), device)
+        model(input_ids=prefix, use_cache=True, logits_to_keep=to_device(torch.tensor([shared - 1]), device),
+              **with_cache(cache))
+        _select_rows(cache, to_device(torch.zeros(len(unique), dtype=torch.long), device))
+    # Each prompt's rest, left-padded to the longest rest: the pads sit between the shared prefix and the rest,
+    # masked out, and the positions count only real tokens.
+    width = max(len(p) for p in unique) - shared
     ids = torch.full((len(unique), width), fmt.pad_id, dtype=torch.long)
-    attn = torch.zeros((len(unique), width), dtype=torch.long)
+    attn = torch.zeros((len(unique), shared + width), dtype=torch.long)
+    attn[:, :shared] = 1
     for i, p in enumerate(unique):
-        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        attn[i, width - len(p):] = 1
+        ids[i, width - (len(p) - shared):] = torch.tensor(p[shared:], dtype=torch.long)
+        attn[i, shared + width - (len(p) - shared):] = 1
     ids, attn = to_device(ids, device), to_device(attn, device)
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
-    cache = DynamicCache(config=model.config)
     # logits_to_keep as an index: the last position gathered into a contiguous tensor. With the int 1 the
     # model slices a strided view, and linear() then multiplies it by a weight expanded per row (a copy of
     # the [vocab x hidden] output matrix for every prompt: half the time of a GRPO rollout on a CPU).
     last = to_device(torch.tensor([width - 1]), device)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=last,
-                **with_cache(cache))
+    out = model(input_ids=ids, attention_mask=attn, position_ids=pos[:, shared:], use_cache=True,
+                logits_to_keep=last, **with_cache(cache))
     logits = out.logits[:, -1, :]
     if len(unique) < n:
         idx = to_device(torch.tensor(source, dtype=torch.long), device)

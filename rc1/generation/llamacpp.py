@@ -25,7 +25,6 @@ from rc1.generation.base import SamplingParams, decoder_episodes
 
 log = logging.getLogger("rc1.generation")
 
-MIN_SHARED_PREFIX = 16   # tokens: a shorter common prefix is not worth a separate prefill
 _QUIET = None  # the no-op log callback handed to llama.cpp (kept alive for the process)
 
 
@@ -34,16 +33,6 @@ def _quiet_llama(llama_cpp) -> None:
     if _QUIET is None:
         _QUIET = llama_cpp.llama_log_callback(lambda level, text, user: None)
         llama_cpp.llama_log_set(_QUIET, ctypes.c_void_p(0))
-
-
-def _common_prefix(prompts: list[tuple[int, ...]]) -> int:
-    """Tokens all `prompts` share at the start, leaving each at least its last token (its logits are needed)."""
-    n = min(len(p) for p in prompts) - 1
-    first = prompts[0]
-    for i in range(max(n, 0)):
-        if any(p[i] != first[i] for p in prompts[1:]):
-            return i
-    return max(n, 0)
 
 
 class LlamaCppSampler:
@@ -135,7 +124,7 @@ class LlamaCppSampler:
         """Generate one turn per prompt: (ids, their log-probs, hit_limit) per row (rc1.envs.rollout.BatchDecoder)."""
         import torch
 
-        from rc1.envs.rollout import sample_tokens, stops_here
+        from rc1.envs.rollout import MIN_SHARED_PREFIX, common_prefix, sample_tokens, stops_here
 
         L = self.L
         n = len(prompts)
@@ -146,7 +135,7 @@ class LlamaCppSampler:
             first_row.setdefault(tuple(p), r)
         # The prefix every prompt shares (the protocol system prompt) is prefilled once, in row 0's sequence,
         # and shared with the other rows; each distinct prompt's rest once, in the sequence of its first row.
-        shared = _common_prefix(list(first_row)) if len(first_row) > 1 else 0
+        shared = common_prefix(list(first_row)) if len(first_row) > 1 else 0
         if shared >= MIN_SHARED_PREFIX:
             self._decode([(t, i, 0, False) for i, t in enumerate(prompts[0][:shared])])
             for r in first_row.values():

@@ -30,7 +30,7 @@ from rc1.runtime.errors import ConfigError, GateRefused
 log = logging.getLogger("rc1.models")
 
 SUPPORTED = ("llama", "qwen3")
-OUTTYPES = ("f32", "f16", "q8_0")
+OUTTYPES = ("f32", "f16", "bf16", "q8_0")
 CHECK_PROMPTS = ("What is 2+3?", "Name a river in France.")   # what export_gguf's llama.cpp check runs
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 _LAYER_MAP = {
@@ -115,6 +115,9 @@ def _encode(gguf, arr, outtype: str):
 
     if arr.ndim < 2 or outtype == "f32":
         return arr, None
+    if outtype == "bf16":
+        bf16 = gguf.GGMLQuantizationType.BF16
+        return gguf.quants.quantize(arr, bf16), bf16
     q8 = gguf.GGMLQuantizationType.Q8_0
     if outtype == "q8_0" and arr.shape[-1] % gguf.GGML_QUANT_SIZES[q8][0] == 0:
         return gguf.quants.quantize(arr, q8), q8
@@ -162,7 +165,7 @@ def convert_hf_to_gguf(hf_dir: str | os.PathLike, out_path: str | os.PathLike, *
         w.add_rope_dimension_count(head_dim)
     w.add_vocab_size(len(tok))
     w.add_file_type({"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
-                     "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[outtype])
+                     "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[outtype])
     tokens, types = _vocab(tok)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(_pretokenizer(tok, cfg, pre))

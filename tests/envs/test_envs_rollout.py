@@ -90,8 +90,9 @@ class ScriptedLM(torch.nn.Module):
     def _ids(self, turns):
         return [self.tok(t, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id] for t in turns]
 
-    def forward(self, input_ids, attention_mask, position_ids, cache=None, use_cache=True, logits_to_keep=0,
-                past_key_values=None):  # the KV cache by either name: rc1 passes the installed transformers' (hf_compat)
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=True,
+                logits_to_keep=0, past_key_values=None):
+        # the KV cache by either name: rc1 passes the installed transformers' (hf_compat)
         cache = cache if cache is not None else past_key_values
         fake = input_ids[:, None, :, None].float()
         history = cache.update(fake, fake, 0)[0][:, 0, :, 0].long()
@@ -99,6 +100,8 @@ class ScriptedLM(torch.nn.Module):
         h = len(self.header)
         for r, row in enumerate(history.tolist()):
             starts = [i + h for i in range(len(row) - h + 1) if row[i:i + h] == self.header]
+            if not starts:  # a prefix shared by the batch's prompts: its logits are not used
+                continue
             turns = self.turns
             if self.alt and any(row[i:i + len(self.alt[0])] == self.alt[0] for i in range(len(row))):
                 turns = self.alt[1]
@@ -166,3 +169,35 @@ def test_the_kv_cache_goes_by_the_name_the_installed_transformers_defines(tiny_m
             assert hf_compat.cache_of({name: "kv"}) == "kv"
     finally:
         hf_compat.cache_name.cache_clear()  # later tests read the installed version's name again
+
+
+def test_the_prefix_all_prompts_share_is_prefilled_once_and_changes_no_token(tiny_model):
+    from rc1.envs.env import ChatFormat
+    from rc1.envs.rollout import MIN_SHARED_PREFIX, decode_batch, eos_ids
+
+    model, tok = tiny_model
+    fmt = ChatFormat(tok, eos_ids(model, tok))
+    system = list(range(100, 100 + MIN_SHARED_PREFIX + 4))           # the shared prefix (a system prompt)
+    rests = [[7, 8, 9], [11], [12, 13, 14, 15, 16]]                   # rests of different lengths: pads in between
+    prompts = [system + r for r in rests for _ in range(2)]          # two copies each, as a GRPO group
+    shapes = []
+    forward = model.forward
+
+    def recording(*args, **kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+        return forward(*args, **kwargs)
+
+    kw = dict(max_new_tokens=[6] * len(prompts), greedy=True, temperature=1.0, top_p=1.0, generator=None,
+              stop_at_action=False)
+    model.forward = recording
+    try:
+        with torch.inference_mode():
+            ids, logps, _ = decode_batch(model, fmt, prompts, **kw)
+    finally:
+        del model.forward
+    assert shapes[0] == (1, len(system)) and shapes[1] == (3, 5)     # the prefix once, then each distinct rest
+    for prompt, got, got_logp in zip(prompts, ids, logps):
+        with torch.inference_mode():
+            alone, alone_logp, _ = decode_batch(model, fmt, [prompt], **{**kw, "max_new_tokens": [6]})
+        assert got == alone[0]
+        assert torch.allclose(torch.tensor(got_logp), torch.tensor(alone_logp[0]), atol=1e-4)

@@ -195,8 +195,8 @@ def test_the_check_outcome_is_kept_beside_the_gguf():
 
 
 def test_the_shared_prefix_leaves_every_prompt_its_last_token():
-    from rc1.generation.llamacpp import _common_prefix
+    from rc1.envs.rollout import common_prefix
 
-    assert _common_prefix([(1, 2, 3, 4), (1, 2, 3, 9), (1, 2, 7)]) == 2
-    assert _common_prefix([(1, 2, 3), (1, 2, 3, 4)]) == 2        # the shorter one keeps its last token
-    assert _common_prefix([(5, 2), (6, 2)]) == 0
+    assert common_prefix([(1, 2, 3, 4), (1, 2, 3, 9), (1, 2, 7)]) == 2
+    assert common_prefix([(1, 2, 3), (1, 2, 3, 4)]) == 2        # the shorter one keeps its last token
+    assert common_prefix([(5, 2), (6, 2)]) == 0

@@ -26,18 +26,23 @@ class ScriptedLM(torch.nn.Module):
         self.vocab = len(tok)
         self.prompts: list[list[int]] = []   # every prefilled prompt, padding removed
 
-    def forward(self, input_ids, attention_mask, position_ids, cache=None, use_cache=True, logits_to_keep=0,
-                past_key_values=None):  # the KV cache by either name: rc1 passes the installed transformers' (hf_compat)
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=True,
+                logits_to_keep=0, past_key_values=None):
+        # the KV cache by either name: rc1 passes the installed transformers' (hf_compat)
         cache = cache if cache is not None else past_key_values
-        if input_ids.shape[1] > 1:  # prefill: record what each row is conditioned on
-            for row, m in zip(input_ids.tolist(), attention_mask.tolist()):
-                self.prompts.append([t for t, keep in zip(row, m) if keep])
         fake = input_ids[:, None, :, None].float()
         history = cache.update(fake, fake, 0)[0][:, 0, :, 0].long()
+        if input_ids.shape[1] > 1 and attention_mask is not None:
+            # prefill: record what each row is conditioned on (the mask covers the cached tokens too: a prefix
+            # all rows share is prefilled first, then each row's rest)
+            for row, m in zip(history.tolist(), attention_mask.tolist()):
+                self.prompts.append([t for t, keep in zip(row, m) if keep])
         logits = torch.full((input_ids.shape[0], 1, self.vocab), -30.0)
         h = len(self.header)
         for r, row in enumerate(history.tolist()):
             starts = [i + h for i in range(len(row) - h + 1) if row[i:i + h] == self.header]
+            if not starts:  # a prefix shared by the batch's prompts: its logits are not used
+                continue
             script = self.turns[min(len(starts), len(self.turns)) - 1]
             k = len(row) - starts[-1] - len(self.tail)
             logits[r, 0, script[min(k, len(script) - 1)]] = 30.0
