@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         config: Annotated[str, typer.Option("--config", "-c", help="run config (relative to the workspace): base model and run directory")],
         out: Annotated[str, typer.Option("--out", "-o", help="GGUF file to write (relative to the workspace)")],
         checkpoint: Annotated[str, typer.Option(help="'best', 'latest', a run directory or a step directory")] = "latest",
-        dtype: Annotated[str, typer.Option(help="tensor type of the matrices: f32, f16 or q8_0")] = "f16",
+        dtype: Annotated[str, typer.Option(help="tensor type of the matrices: f32, f16, bf16 or q8_0")] = "f16",
     ) -> None:
         """Merge the checkpoint (full weights, or LoRA over model.base) into a GGUF file; written only when
         llama.cpp generates the same tokens as transformers on the check prompts (exit 3 otherwise)."""

@@ -117,6 +117,7 @@ def merged_down_proj(ws, cfg) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("dtype,checkpoint,matrix_type,tol", [
     ("f32", STEP, "F32", 1e-6),
     ("f16", "latest", "F16", 2e-3),
+    ("bf16", "latest", "BF16", 8e-3),
     ("q8_0", "best", "Q8_0", 2e-2),
 ])
 def test_export_gguf_merges_the_trained_adapter_and_passes_the_llama_cpp_check(trained, dtype, checkpoint,
@@ -148,7 +149,7 @@ def test_export_gguf_merges_the_trained_adapter_and_passes_the_llama_cpp_check(t
     (["--checkpoint", "checkpoints/t/step_09999"], "checkpoint checkpoints/t/step_09999: no such checkpoint directory"),
     (["--checkpoint", "latest"], "no `latest` checkpoint"),
     (["--checkpoint", "best"], "no best checkpoint for eval.metric 'success'"),
-    (["--dtype", "q4_k"], "--dtype 'q4_k': not a GGUF export type; use one of f32, f16, q8_0"),
+    (["--dtype", "q4_k"], "--dtype 'q4_k': not a GGUF export type; use one of f32, f16, bf16, q8_0"),
 ])
 def test_export_gguf_bad_checkpoint_or_dtype_is_one_line_and_exit_2(tmp_path, args, message):
     from rc1.runtime.workspace import Workspace
