@@ -431,8 +431,9 @@ class GenerationSection(Strict):
 
     backend: Literal["auto", "torch", "llamacpp", "vllm"] = Field(
         "auto", description="auto: vLLM on CUDA when installed, else llama.cpp (checked against torch first), else torch")
-    gguf_dtype: Literal["f32", "f16"] = Field(
-        "f32", description="weights of the GGUF llama.cpp serves (never a lossy quantization)")
+    gguf_dtype: Literal["f32", "f16", "bf16"] = Field(
+        "f32", description="weights of the GGUF llama.cpp serves (never a lossy quantization; bf16 is fastest on "
+                           "CPUs with native bf16, and like f16 must pass the check against torch before a stage uses it)")
     max_rows: int = Field(64, ge=1, description="sequences llama.cpp decodes together at most")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="GPU memory share vLLM may take")
     rollout_dtype: Literal["auto", "bf16"] = Field(

