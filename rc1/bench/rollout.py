@@ -5,11 +5,12 @@ The same prompts (episode prompts of `PROMPTS`) and the same length (exactly `ne
 end-of-turn, no action stop) through every backend of rc1.generation that runs here, at batch 1 and at the
 rollout batch (R rows: R/4 prompts x 4 copies, GRPO-shaped, the copies sharing their prompt):
 
-  torch            rc1's KV-cache decoder (rc1.envs.rollout.decode_batch), fp32
-  torch bf16 copy  the same decoder on a bf16 copy of the weights (buffers fp32), as generation.rollout_dtype
-                   bf16 samples training rollouts; only on CPUs with native bf16 (AVX512-BF16 or AMX)
-  llamacpp f32/f16 rc1's batched llama.cpp decoder (rc1.generation.llamacpp) on the served GGUF
-  llama.cpp single llama-cpp-python's own `Llama.generate`, one stream, same GGUF (the reference point)
+  torch             rc1's KV-cache decoder (rc1.envs.rollout.decode_batch), fp32
+  torch bf16 copy   the same decoder on a bf16 copy of the weights (buffers fp32), as generation.rollout_dtype
+                    bf16 samples training rollouts; only on CPUs with native bf16 (AVX512-BF16 or AMX)
+  llamacpp f32/f16  rc1's batched llama.cpp decoder (rc1.generation.llamacpp) on the served GGUF, and bf16
+                    on CPUs with native bf16
+  llama.cpp single  llama-cpp-python's own `Llama.generate`, one stream, same GGUF (the reference point)
 
 Each row is set beside llama.cpp single-stream and beside the memory-bandwidth limit: decoding one token
 of a batch reads every weight once, so tok/s <= batch x bandwidth / weight bytes. The bandwidth is measured
@@ -115,7 +116,9 @@ def run(ws=None, quick: bool = False, base: str = "embedded:smollm2-135m-instruc
     if installed("llamacpp"):
         from rc1.generation.llamacpp import LlamaCppSampler
 
-        for outtype in (("f32",) if quick else ("f32", "f16")):
+        # bf16 only where the CPU has native bf16 kernels (elsewhere llama.cpp converts it on the fly)
+        outtypes = ("f32",) if quick else ("f32", "f16") + (("bf16",) if cpu_bf16_supported() else ())
+        for outtype in outtypes:
             gguf = served_gguf(ref, outtype)
             size = gguf.stat().st_size
             sampler = LlamaCppSampler(gguf, tok, [-1], threads=threads, max_rows=rollout_batch)
