@@ -7,9 +7,10 @@ reproducible from the generator's state — exact resume depends on that). A seq
 end-of-turn token, at `max_new_tokens`, or (with `stop_at_action`) at the newline ending its
 first action line, like a ReAct stop sequence — so it cannot hallucinate the tool's result.
 Finished rows leave the batch (their KV cache rows are dropped). Identical prompts in a batch
-(the `num_generations` copies of an item) are prefilled once and their cache rows repeated, and the prefix
-all of a batch's prompts share (the protocol's system prompt: 75 of a GRPO prompt's 100 tokens) is prefilled
-once for the batch, its cache rows repeated, each prompt's rest padded after it (the pads masked out).
+(the `num_generations` copies of an item) are prefilled once and their cache rows repeated, and the
+prefix all of a batch's prompts share (the protocol's system prompt: ~80 of a bench grpo prompt's 100
+tokens) is prefilled once for the batch, its cache rows repeated, each prompt's rest padded after it
+(the pads masked out).
 
 Each generated token's log-probability under the distribution it was drawn from (rc1.envs.sampling:
 softmax(logits / temperature) over the top-p nucleus; plain softmax when greedy) is kept in
