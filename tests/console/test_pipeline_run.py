@@ -9,7 +9,8 @@ import threading
 import time
 
 import pytest
-from tests.helpers.console import (FakeTrainerStatus, PipelineBackend, route_scripts, scripted_pipeline)
+from tests.helpers.console import (TRAIN_STEP_S_ENV, FakeTrainerStatus, PipelineBackend, route_scripts,
+                                   scripted_pipeline)
 
 from rc1.console.app import make_app
 from rc1.console.pipeline_run import CANCELLED, COMPLETE, DONE, FATAL, NOTHING, REFUSED, run_pipeline
@@ -44,7 +45,7 @@ def test_next_stage_then_the_rest_then_nothing(scripted):
     assert "data: a: rc1 __script__ ok" in log and "working" in log
 
 
-def test_cancel_stops_the_stage_cleanly_and_the_next_run_resumes(scripted):
+def test_cancel_stops_the_stage_cleanly_and_the_next_run_resumes(scripted, monkeypatch):
     ws = scripted
     cancel = threading.Event()
     steps = []
@@ -63,6 +64,7 @@ def test_cancel_stops_the_stage_cleanly_and_the_next_run_resumes(scripted):
     stopped_at = int(log.split("stopped cleanly at step ")[1].split()[0])
     assert 20 <= stopped_at < 1000 and steps and max(steps) <= stopped_at
     assert "--- stage stopped (exit 130)" in log
+    monkeypatch.setenv(TRAIN_STEP_S_ENV, "0.001")  # nothing cancels the resumed run: it need not wait 20 s to finish
     out, seen = _run(scripted_pipeline(ws, PLAN), all_stages=True)
     assert out.kind == COMPLETE and out.ran == ("train",)
     assert f"resuming from step {stopped_at}" in ws.path("logs/pipeline.log").read_text()

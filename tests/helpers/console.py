@@ -177,18 +177,21 @@ class RecordingBackend(ConsoleBackend):
 # -- a pipeline whose stages are small scripts, run by the real Pipeline.run_stage ----------------------------
 # Each stage's script runs in place of its `rc1` command (see `scripted_stages`); a finished stage leaves a
 # marker file that its `done()` reads, as the real stages' outputs do.
+TRAIN_STEP_S_ENV = "SCRIPTED_TRAIN_STEP_S"  # seconds per step of the "train" script (default 0.02)
 STAGE_SCRIPTS = {
     "ok": "import pathlib, sys; print('working'); pathlib.Path(sys.argv[1]).write_text('done')",
     # training-like: counts steps into a file (resuming from it), stops cleanly on SIGINT, marks done at 1000
-    # (20 s of steps: a cancel sent after step 20 arrives in time even on a loaded 2-core machine)
-    "train": """
+    # (20 s of steps: a cancel sent after step 20 arrives in time even on a loaded 2-core machine; a test that lets
+    # a run finish sets TRAIN_STEP_S_ENV lower)
+    "train": f"""
 import os, pathlib, sys, time
-marker = pathlib.Path(sys.argv[1]); steps = marker.with_suffix('.step'); tmp = marker.with_suffix('.tmp')
+pace = float(os.environ.get({TRAIN_STEP_S_ENV!r}, '0.02'))
+""" + """marker = pathlib.Path(sys.argv[1]); steps = marker.with_suffix('.step'); tmp = marker.with_suffix('.tmp')
 step = int(steps.read_text()) if steps.exists() else 0
 print(f'resuming from step {step}' if step else 'starting at step 0', flush=True)
 try:
     while step < 1000:
-        time.sleep(0.02); step += 1; tmp.write_text(str(step)); os.replace(tmp, steps)  # whole, never torn
+        time.sleep(pace); step += 1; tmp.write_text(str(step)); os.replace(tmp, steps)  # whole, never torn
 except KeyboardInterrupt:
     print(f'stopped cleanly at step {step} (checkpoint written)', flush=True); sys.exit(130)
 marker.write_text('done'); print('trained', flush=True)
