@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 
 import pytest
 
 from tests.helpers.cli import REPO
+
+# One intra-op thread in the test process and in every process it starts (set before torch is imported, and
+# inherited): the suite runs on 2-core machines beside other work, where two threads of one process mostly wait
+# for each other whenever the other core is busy (an eval test took 15 s at one thread, 22-41 s at two). A test
+# whose config names run.threads still gets them for that test; `_one_torch_thread` puts one back after it.
+TORCH_THREADS = 1
+os.environ["OMP_NUM_THREADS"] = str(TORCH_THREADS)
 
 
 @pytest.fixture
@@ -29,6 +38,15 @@ def _quiet_env(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """A test's run.threads (rc1 sets torch's thread count from it) must not carry over into the tests after it."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != TORCH_THREADS:
+        torch.set_num_threads(TORCH_THREADS)
     yield
 
 

@@ -324,10 +324,11 @@ def test_the_documented_steps_run_as_written_in_a_fresh_workspace_and_reach_trai
     # the first documented step writes the task file again, whole; a random model passes no item, so the fit's
     # band starts at 0 and (below) the majority-class baseline it is judged against is taken as 0. A random
     # model's answer runs to the token limit: 8 tokens, and one base answer per dev item, run the same commands
-    # as the shipped 64 and 120 answers in a fraction of the time
+    # as the shipped 64 and 120 answers in a fraction of the time; one thread per step, as the suite runs (conftest)
     ws = own_task_ws(tmp_path, n=10, config_changes={"difficulty_fit.band": [0.0, 1.0],
                                                       "difficulty_fit.items_per_task": 8,
-                                                      "model.max_new_tokens": 8, "eval.calibration_n": 24})
+                                                      "model.max_new_tokens": 8, "eval.calibration_n": 24,
+                                                      "run.threads": 1})
     env = {**os.environ, "BASE_MODEL": "random:qwen3-tiny", "PYTHONUNBUFFERED": "1"}
     monkeypatch.setenv("BASE_MODEL", "random:qwen3-tiny")   # the in-process gate runs load the same config
     ran = []

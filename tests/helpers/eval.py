@@ -30,7 +30,7 @@ def write_jsonl(path, items) -> None:
 TINY_CONFIG = """\
 profile: laptop
 gates: configs/gates_local.yaml
-run: {{name: evt, seed: 1, threads: 2, device_pref: [cpu]}}
+run: {{name: evt, seed: 1, threads: 1, device_pref: [cpu]}}
 data: {{shadow_path: data/shadow.jsonl, eval_path: data/eval_min.jsonl}}
 model: {{base: "random:qwen3-tiny", max_new_tokens: 6, lora: {{enable: false}}}}
 finetune: {{method: full}}

@@ -81,7 +81,7 @@ datasets:
   tasks:
     arith: {{path: data/arith.jsonl, verifier: {verifier}, heldout: 0.25}}
 seed_pool: data/rollouts/arith.balanced.jsonl
-run: {{name: arith, seed: 5, max_steps: {steps}, save_steps: {steps}, device_pref: [cpu], threads: 2}}
+run: {{name: arith, seed: 5, max_steps: {steps}, save_steps: {steps}, device_pref: [cpu], threads: 1}}
 data: {{train_path: data/rollouts/arith.balanced.jsonl, eval_path: data/arith_eval.jsonl,
         shadow_path: data/arith_shadow.jsonl, max_length: 384}}
 model: {{base: "random:qwen3-tiny", max_new_tokens: 8, gradient_checkpointing: false, lora: {{enable: false}}}}
