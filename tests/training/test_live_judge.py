@@ -282,9 +282,12 @@ def test_hybrid_with_the_real_local_judge_grades_live_and_says_its_grades_are_pl
     from rc1.judge.server import start_judge, stop_judge
 
     ws = Workspace(tmp_path)
+    # 2 prompts x 2 answers, 2 samples each: 8 live calls a step (each about a second on a 2-core machine), still
+    # several samples per episode and several episodes per step
+    episodes, samples = 2 * 2, 2
     conf = make_workspace(ws.root, tiny_model_dir, max_steps=2, save_steps=100, extra={
-        "reward.source": "hybrid",
-        "scorer": {"provider": "local", "samples": 3, "concurrency": 2, "timeout_s": 120}})
+        "reward.source": "hybrid", "strategy.num_generations": 2,
+        "scorer": {"provider": "local", "samples": samples, "concurrency": 2, "timeout_s": 120}})
     start_judge(ws, n_ctx=1024)
     try:
         with caplog.at_level("WARNING", logger="rc1.judge.live"):
@@ -292,7 +295,7 @@ def test_hybrid_with_the_real_local_judge_grades_live_and_says_its_grades_are_pl
     finally:
         stop_judge(ws)
     recs = records(ws)
-    assert [r["judge/live"] for r in recs] == [EPISODES * K] * 2 and all(r["judge/seconds"] > 0 for r in recs)
+    assert [r["judge/live"] for r in recs] == [episodes * samples] * 2 and all(r["judge/seconds"] > 0 for r in recs)
     assert "cannot grade rubric dimensions" in caplog.text
     end = read_training_end(ws, recipe.cfg)
     assert "not a discriminative reward" in end["judge"]["note"]
