@@ -120,8 +120,8 @@ def start_judge(ws: Workspace, gguf: str | os.PathLike | None = None, *, port: i
            "--port", str(port), "--model_alias", model_alias, "--n_ctx", str(n_ctx), "--verbose", "False"]
     if extra_bufts:
         cmd.append("--rc1-extra-bufts")
-    if n_threads:
-        cmd += ["--n_threads", str(n_threads)]
+    if n_threads:  # prompts too: llama_cpp.server's n_threads_batch otherwise defaults to every core
+        cmd += ["--n_threads", str(n_threads), "--n_threads_batch", str(n_threads)]
     with open(log_path, "ab") as log:
         log.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} starting: {' '.join(cmd)}\n".encode())
         log.flush()

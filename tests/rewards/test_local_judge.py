@@ -23,11 +23,14 @@ def test_serve_probe_discriminates_cache_refuse_stop(tmp_path):
     (tmp_path / "configs" / "run.yaml").write_text(yaml.safe_dump(
         {"scorer": {"provider": "local", "samples": 3, "max_tokens": 2, "concurrency": 2, "timeout_s": 120}}))
     assert default_gguf().name.endswith(".gguf")
-    r = rc1(ws, "judge", "serve", "--n-ctx", "1024")
+    # one thread for generation and prompts alike, as the suite runs torch (tests/conftest.py): on a busy 2-core
+    # machine the server's default two prompt threads made the probe a quarter slower
+    r = rc1(ws, "judge", "serve", "--n-ctx", "1024", "--threads", "1")
     assert r.exit_code == 0, r.output
     info = running_judge(ws)
     try:
         assert info is not None and info["base_url"].startswith("http://127.0.0.1:")
+        assert "--n_threads 1 --n_threads_batch 1" in ws.path(info["log"]).read_text()
         r = rc1(ws, "reward", "probe", "--n", "4", "--live", "--seed", "7", "-c", "configs/run.yaml")
         assert r.exit_code == 0, r.output
         rep = json.loads(ws.path("reports/scorer_probe.json").read_text())

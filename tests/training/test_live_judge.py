@@ -288,7 +288,7 @@ def test_hybrid_with_the_real_local_judge_grades_live_and_says_its_grades_are_pl
     conf = make_workspace(ws.root, tiny_model_dir, max_steps=2, save_steps=100, extra={
         "reward.source": "hybrid", "strategy.num_generations": 2,
         "scorer": {"provider": "local", "samples": samples, "concurrency": 2, "timeout_s": 120}})
-    start_judge(ws, n_ctx=1024)
+    start_judge(ws, n_ctx=1024, n_threads=1)  # as tests/rewards/test_local_judge.py: one thread
     try:
         with caplog.at_level("WARNING", logger="rc1.judge.live"):
             recipe = run(ws, conf)
