@@ -87,6 +87,13 @@ def common_prefix(prompts: Sequence[Sequence[int]]) -> int:
     return max(n, 0)
 
 
+def prefix_to_share(prompts: Sequence[Sequence[int]]) -> int:
+    """The prefix length worth prefilling once for all distinct `prompts` (both decoders): their common prefix,
+    or 0 for a single prompt or one shorter than MIN_SHARED_PREFIX."""
+    shared = common_prefix(prompts) if len(prompts) > 1 else 0
+    return shared if shared >= MIN_SHARED_PREFIX else 0
+
+
 def _select_rows(cache, keep) -> None:
     if hasattr(cache, "batch_select_indices"):
         cache.batch_select_indices(keep)
@@ -140,11 +147,9 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
     source = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
     cache = DynamicCache(config=model.config)
     # The prefix every distinct prompt shares is prefilled once (one row), its cache rows repeated for each.
-    shared = common_prefix(list(unique)) if len(unique) > 1 else 0
-    if shared < MIN_SHARED_PREFIX:
-        shared = 0
-    else:
-        prefix = to_device(torch.tensor([list(next(iter(unique)))[:shared]], dtype=torch.long), device)
+    shared = prefix_to_share(list(unique))
+    if shared:
+        prefix = to_device(torch.tensor([next(iter(unique))[:shared]], dtype=torch.long), device)
         model(input_ids=prefix, use_cache=True, logits_to_keep=to_device(torch.tensor([shared - 1]), device),
               **with_cache(cache))
         _select_rows(cache, to_device(torch.zeros(len(unique), dtype=torch.long), device))

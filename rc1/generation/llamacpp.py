@@ -124,7 +124,7 @@ class LlamaCppSampler:
         """Generate one turn per prompt: (ids, their log-probs, hit_limit) per row (rc1.envs.rollout.BatchDecoder)."""
         import torch
 
-        from rc1.envs.rollout import MIN_SHARED_PREFIX, common_prefix, sample_tokens, stops_here
+        from rc1.envs.rollout import prefix_to_share, sample_tokens, stops_here
 
         L = self.L
         n = len(prompts)
@@ -135,14 +135,12 @@ class LlamaCppSampler:
             first_row.setdefault(tuple(p), r)
         # The prefix every prompt shares (the protocol system prompt) is prefilled once, in row 0's sequence,
         # and shared with the other rows; each distinct prompt's rest once, in the sequence of its first row.
-        shared = common_prefix(list(first_row)) if len(first_row) > 1 else 0
-        if shared >= MIN_SHARED_PREFIX:
+        shared = prefix_to_share(list(first_row))
+        if shared:
             self._decode([(t, i, 0, False) for i, t in enumerate(prompts[0][:shared])])
             for r in first_row.values():
                 if r != 0:
                     L.llama_memory_seq_cp(mem, 0, r, -1, -1)
-        else:
-            shared = 0
         entries = []
         for p, r in first_row.items():
             entries += [(t, i, r, i == len(p) - 1) for i, t in enumerate(p) if i >= shared]
