@@ -1,8 +1,8 @@
 """Step-based learning check of generation.rollout_dtype (docs/generation.md): fp32 training, rollouts from the
-fp32 policy (`policy`; `auto` meant this before 2026-11-26) or from a bf16 copy (`bf16`), on `rc1 bench learn`'s
-task and work (its items, WORK, reward), the same training seed for both; greedy held-out accuracy (100 items, fp32 weights) at step 0 and every 40 steps.
+fp32 policy (auto) or from a bf16 copy (bf16), on `rc1 bench learn`'s task and work (its items, WORK, reward),
+the same training seed for both; greedy held-out accuracy (100 items, fp32 weights) at step 0 and every 40 steps.
 
-    .venv/bin/python docs/experiments/rollout_dtype_learning.py policy|bf16 SEED STEPS
+    .venv/bin/python docs/experiments/rollout_dtype_learning.py auto|bf16 SEED STEPS
 
 prints one JSON line: the eval points, wall time, generation time and tokens, the mean sampler mismatch KL, the
 mean reward of the last 40 steps.

@@ -436,15 +436,12 @@ class GenerationSection(Strict):
                            "CPUs with native bf16, and like f16 must pass the check against torch before a stage uses it)")
     max_rows: int = Field(64, ge=1, description="sequences llama.cpp decodes together at most")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="GPU memory share vLLM may take")
-    rollout_dtype: Literal["auto", "bf16", "policy"] = Field(
-        "auto", description="training rollouts of engine pure_pt on a CPU: policy = in the training precision (a bf16 "
-                            "copy of the policy under bf16 autocast, else the fp32 policy itself: the same numbers on "
-                            "every CPU); bf16 = a bf16 copy of the fp32 policy samples them while training stays fp32 "
-                            "(2x the fp32 rollout's tokens/s on CPUs with native bf16, docs/generation.md; the tokens' "
-                            "log-probs then differ from the trainer's, which the truncated importance-sampling "
-                            "correction covers and sampler_mismatch_kl logs); auto = bf16 for a full fine-tune, not "
-                            "sharded, where this CPU has native bf16 (a LoRA run keeps its memory: the copy would add "
-                            "half its fp32 base), else policy")
+    rollout_dtype: Literal["auto", "bf16"] = Field(
+        "auto", description="training rollouts of engine pure_pt on a CPU: auto = in the training precision (a bf16 "
+                            "copy of the policy under bf16 autocast, else the fp32 policy itself); bf16 = a bf16 copy "
+                            "of the fp32 policy samples them while training stays fp32 (faster on CPUs with native "
+                            "bf16; the tokens' log-probs then differ from the trainer's, which the truncated "
+                            "importance-sampling correction covers and sampler_mismatch_kl logs)")
 
     @field_validator("rollout_dtype")
     @classmethod
@@ -457,7 +454,7 @@ class GenerationSection(Strict):
 
             if not cpu_bf16_supported() and not torch.cuda.is_available():
                 raise ValueError("bf16 rollouts need a CPU with native bf16 (AVX512-BF16 or AMX), which this one "
-                                 "lacks: sampling would be slower than fp32; use auto or policy")
+                                 "lacks: sampling would be slower than fp32; use auto")
         return v
 
     @field_validator("backend")
@@ -608,10 +605,10 @@ class TrainConfig(Strict):
             raise ValueError(f"run.max_steps ({self.run.max_steps}) exceeds steps ({self.steps})")
         if self.generation.rollout_dtype == "bf16" and self.finetune.method == "qlora":
             raise ValueError("generation.rollout_dtype: bf16 copies the policy's weights into bf16, and QLoRA's are "
-                             "4-bit; use auto or policy")
+                             "4-bit; use auto")
         if self.generation.rollout_dtype == "bf16" and self.engine.name != "pure_pt":
             raise ValueError(f"generation.rollout_dtype: bf16 applies to engine pure_pt's rollouts; engine "
-                             f"{self.engine.name} samples with its own generate(); use auto or policy")
+                             f"{self.engine.name} samples with its own generate(); use auto")
         if self.target_kl is not None and self.engine.target_kl is not None and self.target_kl != self.engine.target_kl:
             raise ValueError(f"target_kl ({self.target_kl}) disagrees with engine.target_kl ({self.engine.target_kl})")
         if self.finetune.method in ("lora", "qlora") and not self.model.lora.enable:  # full ignores lora
@@ -704,22 +701,6 @@ class TrainConfig(Strict):
             errs.append(f"distributed.sharding: {d.sharding} cannot shard a 4-bit (qlora) base; use sharding: none "
                         "(DDP over the LoRA adapters) or finetune.method: lora")
         return errs
-
-    def bf16_rollout_copy(self, device_type: str) -> bool:
-        """Whether engine pure_pt samples its training rollouts from a bf16 copy of an fp32 policy on this device
-        (generation.rollout_dtype resolved): bf16 asks for it on a CPU; auto picks it on a CPU with native bf16
-        (AVX512-BF16/AMX) for a full fine-tune, not sharded, on engine pure_pt: the copy costs 2 bytes per parameter,
-        an eighth more than a full fine-tune's 16 (weights, gradients, Adam), but half again a LoRA run's frozen
-        fp32 base, which LoRA was chosen to keep small. Under bf16 autocast on a CPU the rollouts come from a bf16
-        copy whatever this says (rc1.engines.pure_pt)."""
-        g = self.generation.rollout_dtype
-        if device_type != "cpu" or g == "policy" or self.engine.name != "pure_pt":
-            return False
-        if g == "bf16":
-            return True
-        from rc1.runtime.device import cpu_bf16_supported
-
-        return self.finetune.method == "full" and self.distributed.sharding == "none" and cpu_bf16_supported()
 
     @property
     def train_precision(self) -> str:

@@ -275,15 +275,14 @@ class PurePTEngine:
     @property
     def sampler_differs(self) -> bool:
         """True when rollouts are sampled with other numerics than the training forward's: on a CPU with
-        bf16 autocast, or under fp32 training where generation.rollout_dtype resolves to bf16 (TrainConfig.
-        bf16_rollout_copy: by default on a CPU with native bf16), they come from a bf16 COPY
+        bf16 autocast, or with generation.rollout_dtype bf16 under fp32 training, they come from a bf16 COPY
         of the policy (generation_model), whose log-probs differ from the trainer's. Strategies then correct
         for it (truncated importance sampling, rc1.strategies.rl_math.truncated_is_weight)."""
         import torch
 
         if self.device.type != "cpu":
             return False
-        return bool((self.use_amp and self.amp_dtype == torch.bfloat16) or self.cfg.bf16_rollout_copy(self.device.type))
+        return bool((self.use_amp and self.amp_dtype == torch.bfloat16) or self.cfg.generation.rollout_dtype == "bf16")
 
     def eval_model(self):
         """(model, whether to autocast) for greedy evals: the fp32 master weights without autocast where the

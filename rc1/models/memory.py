@@ -256,7 +256,7 @@ def plan_from_config(cfg: "TrainConfig", *, device: str, precision: str, multi_t
         gen_prompts=s.prompts_per_step, gradient_checkpointing=m.gradient_checkpointing, lora_r=m.lora.r,
         lora_targets=tuple(m.lora.target_modules), reference=reference and s.name != "sft",
         value_head=s.name == "ppo",
-        sampling_copy=device == "cpu" and (precision == "bf16" or cfg.bf16_rollout_copy("cpu")),
+        sampling_copy=device == "cpu" and (precision == "bf16" or cfg.generation.rollout_dtype == "bf16"),
         temperature_copy=m.temperature != 1.0)
 
 

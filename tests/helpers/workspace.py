@@ -76,9 +76,6 @@ def make_workspace(root: Path, model_dir: Path, *, engine: str = "pure_pt", stra
         # the random tiny model never solves an item: with the default (shaping only where correctness varies)
         # its GRPO / RLOO / DPO steps would carry no signal at all, and the training tests need moving weights
         "reward": {"shaping_groups": "all"},
-        # rollouts in the training precision on every CPU: the default (auto) samples from a bf16 copy where the
-        # CPU has native bf16, and a test's numbers must not depend on the CPU it runs on
-        "generation": {"rollout_dtype": "policy"},
     }
     if engine == "trl":  # TRL keeps beta fixed inside its trainer: target_kl is held by stopping
         cfg["monitor"] = {"kl_control": "early_stop"}

@@ -149,15 +149,12 @@ def test_knobs_combine_when_no_single_one_fits_and_are_empty_when_nothing_fits()
 
 
 def test_the_bf16_sampling_copy_is_counted_where_it_is_made():
-    """A bf16 copy of the policy samples on a CPU under bf16 autocast, or where generation.rollout_dtype resolves to
-    bf16 under fp32 training (auto, the default, on a CPU with native bf16): 2 bytes per parameter more, resident;
-    not on a GPU, not with rollout_dtype policy."""
+    """A bf16 copy of the policy samples on a CPU under bf16 autocast, or with generation.rollout_dtype bf16 under
+    fp32 training: 2 bytes per parameter more, resident; not on a GPU, not otherwise."""
     from rc1.runtime.device import cpu_bf16_supported
 
-    policy = {"generation": {"rollout_dtype": "policy"}}
-    fp32 = plan_from_config(_cfg(**policy), device="cpu", precision="fp32")
-    assert not fp32.sampling_copy and plan_from_config(_cfg(**policy), device="cpu", precision="bf16").sampling_copy
-    assert plan_from_config(_cfg(), device="cpu", precision="fp32").sampling_copy is cpu_bf16_supported()
+    fp32 = plan_from_config(_cfg(), device="cpu", precision="fp32")
+    assert not fp32.sampling_copy and plan_from_config(_cfg(), device="cpu", precision="bf16").sampling_copy
     if cpu_bf16_supported():  # elsewhere the config refuses rollout_dtype bf16 (tests/training/test_sampling_numerics)
         copy_ = plan_from_config(_cfg(generation={"rollout_dtype": "bf16"}), device="cpu", precision="fp32")
         assert copy_.sampling_copy

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from rc1.config.load import load_train_config
-from rc1.config.schema import GenerationSection
 from rc1.engines.contract import Batch
 from rc1.engines.pure_pt import PurePTEngine
 from rc1.envs.sampling import nucleus_mask, sampling_logits
@@ -146,33 +145,3 @@ def test_bf16_rollouts_are_refused_on_a_cpu_without_native_bf16(tmp_path, monkey
     with pytest.raises(ConfigError) as exc:
         load_train_config(conf, Workspace(tmp_path))
     assert [line for line in exc.value.lines if "rollout_dtype" in line and "native bf16" in line]
-
-
-@pytest.mark.parametrize("native", [True, False])
-def test_auto_rollouts_take_the_bf16_copy_only_where_the_cpu_has_native_bf16(tmp_path, monkeypatch, native):
-    """generation.rollout_dtype auto (the default) resolves to the bf16 copy for a full fine-tune on a CPU with
-    native bf16 and to the policy itself elsewhere (emulated bf16 would sample slower than fp32), never on a GPU,
-    for a LoRA or 4-bit policy (the copy would cost half again their base's memory), a sharded one or the trl
-    engine; policy always keeps the rollouts in the training precision."""
-    from rc1.runtime import device
-
-    monkeypatch.setattr(device, "cpu_bf16_supported", lambda: native)
-    ws = Workspace(tmp_path)
-
-    def cfg(method="full", **extra):
-        extra = {"generation.rollout_dtype": "auto", **extra}  # the test workspace pins policy; auto is the default
-        return load_train_config(make_workspace(tmp_path, "random:qwen3-tiny", method=method, extra=extra), ws)
-
-    assert GenerationSection().rollout_dtype == "auto"
-    default = cfg()
-    assert default.bf16_rollout_copy("cpu") is native
-    assert not default.bf16_rollout_copy("cuda") and not default.bf16_rollout_copy("mps")
-    assert not cfg(**{"generation.rollout_dtype": "policy"}).bf16_rollout_copy("cpu")
-    assert not cfg(method="qlora").bf16_rollout_copy("cpu") and not cfg(method="lora").bf16_rollout_copy("cpu")
-    assert not cfg(**{"engine.name": "trl", "monitor.kl_control": "early_stop"}).bf16_rollout_copy("cpu")
-    assert not cfg(**{"distributed.sharding": "fsdp2"}).bf16_rollout_copy("cpu")
-    if native:  # the engine follows the resolved choice: fp32 training, a bf16 copy samples
-        recipe = make_recipe(ws, default, config_path=str(tmp_path / "configs" / "local.yaml"))
-        recipe.setup()
-        assert recipe.engine.precision == "fp32" and recipe.engine.sampler_differs
-        assert {p.dtype for p in recipe.engine.generation_model()[0].parameters()} == {torch.bfloat16}
