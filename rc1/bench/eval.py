@@ -1,9 +1,17 @@
-"""`rc1 bench eval`: eval throughput (episodes/s, generated tokens/s) of greedy episodes.
+"""`rc1 bench eval`: eval throughput (episodes/s, generated tokens/s) of greedy episodes, or, with
+`--checkpoint`, the held-out eval of a checkpoint timed on each generation backend.
 
 Default: the embedded SmolLM2-135M on 16 items (the shadow set's first items when the workspace
 has one, else freshly generated pool items), at batch size 16, max_new_tokens 48 (as
 configs/local.yaml). `--quick`: 8 items, batch size 8. Options: --model, --n, --batch-size
 (repeatable), --max-new-tokens, --threads, --dtype (fp32 | bf16).
+
+`--checkpoint latest|<dir>|base` (with `--config`, default configs/local.yaml): the eval's own work on the
+workspace's eval sets (rc1.eval.harness: the same sets, greedy settings, batch and sampler opening as `rc1
+eval`), once per `--backend` (`torch`, `llamacpp`, `llamacpp:f16`, ...; default torch then llamacpp:f32): the
+seconds to open the sampler (load, or GGUF export + agreement check) and to generate, the successes, each
+backend's speed-up over the first, and every item whose success or final answer differs from the first's. A
+backend that falls back (llama.cpp failing its check) is timed as what ran, and the row says so.
 """
 
 from __future__ import annotations
@@ -32,7 +40,11 @@ def _items(ws: Workspace, n: int) -> tuple[list[dict], str]:
 
 def run(ws: Workspace, quick: bool = False, *, model: str = DEFAULT_MODEL, n: int | None = None,
         batch_sizes: list[int] | None = None, max_new_tokens: int = 48, threads: int | None = None,
-        dtype: str = "fp32", **_ignored) -> dict:
+        dtype: str = "fp32", checkpoint: str | None = None, config: str = "configs/local.yaml",
+        backends: list[str] | None = None, **_ignored) -> dict:
+    if checkpoint is not None:
+        return run_checkpoint(ws, checkpoint, config=config, backends=backends,
+                              batch_size=batch_sizes[0] if batch_sizes else None)
     import torch
 
     from rc1.config.schema import TrainConfig
@@ -76,4 +88,83 @@ def run(ws: Workspace, quick: bool = False, *, model: str = DEFAULT_MODEL, n: in
     for r in rows:
         print(f"{r['batch_size']:>6} {r['episodes']:>9} {r['seconds']:>8.1f} {r['episodes_per_s']:>7.2f} "
               f"{r['tokens_per_s']:>7.1f} {r['mean_turns']:>6.2f} {r['truncated']:>6}")
+    return result
+
+
+DEFAULT_BACKENDS = ("torch", "llamacpp:f32")
+
+
+def parse_backend(spec: str) -> tuple[str, str | None]:
+    """'backend[:gguf_dtype]' -> (backend, gguf dtype or None); a ConfigError names what is wrong."""
+    from rc1.generation import BACKENDS
+    from rc1.runtime.errors import ConfigError
+
+    backend, _, gguf_dtype = spec.partition(":")
+    if backend not in (*BACKENDS, "auto"):
+        raise ConfigError(f"--backend {spec!r}: unknown backend {backend!r}; expected auto or one of {', '.join(BACKENDS)}")
+    if gguf_dtype and (backend not in ("llamacpp", "auto") or gguf_dtype not in ("f32", "f16", "bf16")):
+        raise ConfigError(f"--backend {spec!r}: a GGUF type (f32, f16, bf16) goes only with llamacpp or auto")
+    return backend, gguf_dtype or None
+
+
+def run_checkpoint(ws: Workspace, checkpoint: str, *, config: str = "configs/local.yaml",
+                   backends: list[str] | None = None, batch_size: int | None = None) -> dict:
+    """The held-out eval of `checkpoint` ('base' for the base model) once per backend; see the module docstring."""
+    from rc1.config.load import load_train_config
+    from rc1.eval import harness
+    from rc1.eval.loading import resolve_checkpoint, torch_setup
+    from rc1.generation import base_ref, open_sampler
+
+    specs = list(backends or DEFAULT_BACKENDS)
+    parsed = [parse_backend(s) for s in specs]  # every spec is checked before anything runs
+    cfg = load_train_config(config, ws)
+    sets = harness.eval_sets(ws, cfg)
+    ckpt = None if checkpoint == "base" else resolve_checkpoint(ws, cfg, checkpoint)
+    device, dtype = torch_setup(cfg)
+    gen = harness.generation_settings(cfg, batch_size or harness.DEFAULT_BATCH, dtype)
+    items = [(name, it) for name, s in sets.items() for it in s.items]
+    rows, first = [], None
+    for spec, (backend, gguf_dtype) in zip(specs, parsed):
+        update = {"backend": backend, **({"gguf_dtype": gguf_dtype} if gguf_dtype else {})}
+        c = cfg.model_copy(update={"generation": cfg.generation.model_copy(update=update)})
+        ref = base_ref(c) if ckpt is None else harness.checkpoint_ref(c, ckpt)[0]
+        t0 = time.perf_counter()
+        sampler, note, check = open_sampler(c, ref, device=device, dtype=dtype)
+        open_s = time.perf_counter() - t0
+        try:
+            records, gen_s = harness.run_items(sampler, [it for _, it in items], gen)
+        finally:
+            sampler.close()
+        row = {"backend": spec, "ran": sampler.backend, "note": note or None,
+               "check_max_logprob_diff": check.get("max_logprob_diff"), "open_s": round(open_s, 2),
+               "generation_s": round(gen_s, 2), "total_s": round(open_s + gen_s, 2),
+               "successes": sum(r.success for r in records), "episodes": len(records),
+               "per_set": {name: sum(r.success for (n_, _), r in zip(items, records) if n_ == name) for name in sets}}
+        if first is None:
+            first = (row, records)
+        else:
+            ref_row, ref_records = first
+            row["speedup_generation"] = round(ref_row["generation_s"] / gen_s, 3) if gen_s else None
+            row["speedup_total"] = round(ref_row["total_s"] / row["total_s"], 3) if row["total_s"] else None
+            row["differs_from_first"] = [
+                {"set": name, "item": a.item_id, "success": [a.success, b.success],
+                 "final_answer": [a.final_answer, b.final_answer]}
+                for (name, _), a, b in zip(items, ref_records, records)
+                if a.success != b.success or a.final_answer != b.final_answer]
+            row["success_flips"] = sum(1 for d in row["differs_from_first"] if d["success"][0] != d["success"][1])
+        rows.append(row)
+    result = {"area": "eval", "mode": "checkpoint", "checkpoint": "base" if ckpt is None else ws.rel(ckpt),
+              "config": config, "sets": {name: len(s.items) for name, s in sets.items()},
+              "generation": gen, "threads": cfg.run.threads, "rows": rows}
+    print(f"held-out eval of {result['checkpoint']}: {len(items)} items "
+          f"({', '.join(f'{k} {v}' for k, v in result['sets'].items())}), greedy, {gen['max_new_tokens']} new tokens, "
+          f"batch {gen['batch_size']}")
+    print(f"{'backend':<16} {'ran':<9} {'open s':>7} {'gen s':>7} {'total s':>8} {'x gen':>6} {'x total':>8} "
+          f"{'successes':>10} {'differ':>7}")
+    for r in rows:
+        print(f"{r['backend']:<16} {r['ran']:<9} {r['open_s']:>7.1f} {r['generation_s']:>7.1f} {r['total_s']:>8.1f} "
+              f"{r.get('speedup_generation') or 1:>6.2f} {r.get('speedup_total') or 1:>8.2f} "
+              f"{r['successes']:>4} / {r['episodes']:<3} {len(r.get('differs_from_first', [])):>7}")
+        if r["note"]:
+            print(f"  {r['backend']}: {r['note']}")
     return result

@@ -89,10 +89,16 @@ def eval_(
     max_new_tokens: Annotated[int, typer.Option(help="new tokens per turn")] = 48,
     threads: Threads = None,
     dtype: Annotated[str, typer.Option(help="fp32 or bf16")] = "fp32",
+    checkpoint: Annotated[Optional[str], typer.Option(
+        help="time the held-out eval of this checkpoint (latest, a checkpoint dir, or base) on each --backend")] = None,
+    config: Annotated[str, typer.Option("--config", "-c", help="with --checkpoint: run config (workspace-relative)")] = "configs/local.yaml",
+    backend: Annotated[Optional[list[str]], typer.Option(
+        help="with --checkpoint: backend[:gguf type], repeatable; the first is the reference (default torch, llamacpp:f32)")] = None,
 ) -> None:
-    """Eval throughput: episodes/s and generated tokens/s of greedy episodes."""
+    """Eval throughput: episodes/s and generated tokens/s of greedy episodes; with --checkpoint, the held-out
+    eval of a checkpoint timed on each generation backend, with the items whose results differ."""
     _run("eval", quick=quick, model=model, n=n, batch_sizes=batch_size, max_new_tokens=max_new_tokens,
-         threads=threads, dtype=dtype)
+         threads=threads, dtype=dtype, checkpoint=checkpoint, config=config, backends=backend)
 
 
 @bench_app.command("console")

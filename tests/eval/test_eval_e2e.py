@@ -202,6 +202,41 @@ def test_eval_bench_reports_episodes_per_second(tiny_ws):
     assert all(r["episodes"] == 4 and r["episodes_per_s"] > 0 and r["generated_tokens"] > 0 for r in out["runs"])
 
 
+def test_eval_bench_times_a_checkpoints_held_out_eval_on_each_backend(tiny_ws):
+    """`rc1 bench eval --checkpoint`: the eval's own sets and settings once per backend; the same backend twice
+    gives the same results (nothing listed as differing), and llama.cpp's row says what ran and how it compared."""
+    from rc1.config.load import load_train_config
+    from rc1.generation import installed
+
+    ws = tiny_ws
+    cfg = load_train_config("configs/tiny.yaml", ws)
+    write_trainer_checkpoint(ws, cfg, 10, scale=1.05)
+    backends = ["torch", "torch"] + (["llamacpp:f32"] if installed("llamacpp") else [])
+    r = rc1(ws, "bench", "eval", "--checkpoint", "latest", "--config", "configs/tiny.yaml", "--batch-size", "6",
+            *[a for b in backends for a in ("--backend", b)])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(ws.path("reports/bench/eval.json").read_text())
+    assert rep["mode"] == "checkpoint" and rep["checkpoint"] == "checkpoints/evt/step_00010"
+    assert rep["sets"] == {"shadow": 9, "dev": 3} and rep["generation"]["batch_size"] == 6
+    first, again, *cpp = rep["rows"]
+    assert first["ran"] == again["ran"] == "torch" and first["episodes"] == again["episodes"] == 12
+    assert again["differs_from_first"] == [] and again["success_flips"] == 0 and again["speedup_generation"] > 0
+    assert sum(first["per_set"].values()) == first["successes"]
+    for row in cpp:  # llama.cpp ran after its check, or torch ran and the row says why
+        assert row["ran"] == "llamacpp" or ("disagrees" in row["note"] and row["ran"] == "torch")
+        assert row["check_max_logprob_diff"] is not None and row["speedup_total"] > 0
+        assert all(d["set"] in ("shadow", "dev") for d in row["differs_from_first"])
+
+
+@pytest.mark.parametrize("spec, message", [("onnx", "unknown backend 'onnx'"),
+                                           ("llamacpp:q4_0", "a GGUF type (f32, f16, bf16)"),
+                                           ("torch:f16", "a GGUF type (f32, f16, bf16)")])
+def test_eval_bench_refuses_a_bad_backend_in_one_line(tiny_ws, spec, message):
+    r = rc1(tiny_ws, "bench", "eval", "--checkpoint", "base", "--config", "configs/tiny.yaml", "--backend", spec)
+    assert r.exit_code == 2 and message in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert not tiny_ws.path("reports/bench/eval.json").exists()
+
+
 def test_eval_dtype_on_a_cpu_is_fp32_unless_the_config_asks_for_bf16():
     """SPEC §6: the same config gives the same result on AVX2 and AVX512 machines. `auto` no longer follows a
     training run's bf16 autocast; bf16 only when eval.dtype says so, and only where the CPU computes it natively."""
