@@ -11,7 +11,9 @@ workspace's eval sets (rc1.eval.harness: the same sets, greedy settings, batch a
 eval`), once per `--backend` (`torch`, `llamacpp`, `llamacpp:f16`, ...; default torch then llamacpp:f32): the
 seconds to open the sampler (load, or GGUF export + agreement check) and to generate, the successes, each
 backend's speed-up over the first, and every item whose success or final answer differs from the first's. A
-backend that falls back (llama.cpp failing its check) is timed as what ran, and the row says so.
+backend that falls back (llama.cpp failing its check) is timed as what ran, and the row says so. `--batch-size`
+and `--threads` override the eval's batch and the config's run.threads; `--backend` without `--checkpoint` is
+refused.
 """
 
 from __future__ import annotations
@@ -44,7 +46,11 @@ def run(ws: Workspace, quick: bool = False, *, model: str = DEFAULT_MODEL, n: in
         backends: list[str] | None = None, **_ignored) -> dict:
     if checkpoint is not None:
         return run_checkpoint(ws, checkpoint, config=config, backends=backends,
-                              batch_size=batch_sizes[0] if batch_sizes else None)
+                              batch_size=batch_sizes[0] if batch_sizes else None, threads=threads)
+    if backends:
+        from rc1.runtime.errors import ConfigError
+
+        raise ConfigError("--backend times the held-out eval of a checkpoint: it needs --checkpoint (latest, a dir, or base)")
     import torch
 
     from rc1.config.schema import TrainConfig
@@ -108,8 +114,10 @@ def parse_backend(spec: str) -> tuple[str, str | None]:
 
 
 def run_checkpoint(ws: Workspace, checkpoint: str, *, config: str = "configs/local.yaml",
-                   backends: list[str] | None = None, batch_size: int | None = None) -> dict:
-    """The held-out eval of `checkpoint` ('base' for the base model) once per backend; see the module docstring."""
+                   backends: list[str] | None = None, batch_size: int | None = None,
+                   threads: int | None = None) -> dict:
+    """The held-out eval of `checkpoint` ('base' for the base model) once per backend; see the module docstring.
+    `threads` overrides the config's run.threads (torch and llama.cpp alike)."""
     from rc1.config.load import load_train_config
     from rc1.eval import harness
     from rc1.eval.loading import resolve_checkpoint, torch_setup
@@ -118,6 +126,8 @@ def run_checkpoint(ws: Workspace, checkpoint: str, *, config: str = "configs/loc
     specs = list(backends or DEFAULT_BACKENDS)
     parsed = [parse_backend(s) for s in specs]  # every spec is checked before anything runs
     cfg = load_train_config(config, ws)
+    if threads:
+        cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"threads": int(threads)})})
     sets = harness.eval_sets(ws, cfg)
     ckpt = None if checkpoint == "base" else resolve_checkpoint(ws, cfg, checkpoint)
     device, dtype = torch_setup(cfg)

@@ -213,11 +213,11 @@ def test_eval_bench_times_a_checkpoints_held_out_eval_on_each_backend(tiny_ws):
     write_trainer_checkpoint(ws, cfg, 10, scale=1.05)
     backends = ["torch", "torch"] + (["llamacpp:f32"] if installed("llamacpp") else [])
     r = rc1(ws, "bench", "eval", "--checkpoint", "latest", "--config", "configs/tiny.yaml", "--batch-size", "6",
-            *[a for b in backends for a in ("--backend", b)])
+            "--threads", "2", *[a for b in backends for a in ("--backend", b)])
     assert r.exit_code == 0, r.output
     rep = json.loads(ws.path("reports/bench/eval.json").read_text())
     assert rep["mode"] == "checkpoint" and rep["checkpoint"] == "checkpoints/evt/step_00010"
-    assert rep["sets"] == {"shadow": 9, "dev": 3} and rep["generation"]["batch_size"] == 6
+    assert rep["sets"] == {"shadow": 9, "dev": 3} and rep["generation"]["batch_size"] == 6 and rep["threads"] == 2
     first, again, *cpp = rep["rows"]
     assert first["ran"] == again["ran"] == "torch" and first["episodes"] == again["episodes"] == 12
     assert again["differs_from_first"] == [] and again["success_flips"] == 0 and again["speedup_generation"] > 0
@@ -230,9 +230,11 @@ def test_eval_bench_times_a_checkpoints_held_out_eval_on_each_backend(tiny_ws):
 
 @pytest.mark.parametrize("spec, message", [("onnx", "unknown backend 'onnx'"),
                                            ("llamacpp:q4_0", "a GGUF type (f32, f16, bf16)"),
-                                           ("torch:f16", "a GGUF type (f32, f16, bf16)")])
+                                           ("torch:f16", "a GGUF type (f32, f16, bf16)"),
+                                           (None, "it needs --checkpoint")])
 def test_eval_bench_refuses_a_bad_backend_in_one_line(tiny_ws, spec, message):
-    r = rc1(tiny_ws, "bench", "eval", "--checkpoint", "base", "--config", "configs/tiny.yaml", "--backend", spec)
+    where = ["--checkpoint", "base", "--config", "configs/tiny.yaml"] if spec else ["--model", "random:qwen3-tiny"]
+    r = rc1(tiny_ws, "bench", "eval", *where, "--backend", spec or "torch")
     assert r.exit_code == 2 and message in r.output and len(r.output.strip().splitlines()) == 1, r.output
     assert not tiny_ws.path("reports/bench/eval.json").exists()
 
