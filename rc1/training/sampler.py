@@ -192,12 +192,13 @@ class CurriculumSampler:
     level weights, then an item. Level weights start from the fit: 1 for every chosen level,
     difficulty_fit.next_level_share for the next harder one. Each rollout group updates its level's running
     pass rate (an exponential moving average over about `curriculum_window` groups, at no extra sampling
-    cost); once a level has been seen `curriculum_window` times since its last move and its running rate is
-    above the band, `curriculum_step` of its weight moves to the next harder level, below the band to the
-    next easier one. Items are weighted as prime-rl does: an item whose latest group passed all or none of
-    its episodes counts `item_low_weight`, any other (or unseen) item 1. The generator, the weights, the
-    running rates and every item's latest pass rate are checkpointed: a resumed run draws what an
-    uninterrupted one draws.
+    cost); once a level has been seen `curriculum_window` times since its last move and its running skill
+    (the running rate beyond the level's majority-class rate m, (rate - m) / (1 - m), as the fit judges it;
+    m is meta.fit_majority_rate, 0 when absent) is above the band, `curriculum_step` of its weight moves to
+    the next harder level, below the band to the next easier one. Items are weighted as prime-rl does: an
+    item whose latest group passed all or none of its episodes counts `item_low_weight`, any other (or unseen)
+    item 1. The generator, the weights, the running rates and every item's latest pass rate are checkpointed:
+    a resumed run draws what an uninterrupted one draws.
     """
 
     def __init__(self, items: list[dict], mix: dict[str, float], band: tuple[float, float], initial: dict,
@@ -208,6 +209,9 @@ class CurriculumSampler:
         for it in items:
             self.groups.setdefault(_level_key(it), []).append(it)
         self.level_of = {it["id"]: _level_key(it) for it in items}
+        self.majority: dict[tuple[str, int], float] = {}
+        for it in items:
+            self.majority.setdefault(_level_key(it), float((it.get("meta") or {}).get("fit_majority_rate", 0.0)))
         tasks = sorted({t for t, _ in self.groups})
         w = {t: float(mix.get(t, 0.0)) for t in tasks}
         if sum(w.values()) <= 0:
@@ -278,9 +282,10 @@ class CurriculumSampler:
         levels = sorted(n for t, n in self.groups if t == key[0])
         i = levels.index(key[1])
         target = None
-        if self.rate[key] > hi and i + 1 < len(levels):
+        skill = self.skill(key)
+        if skill > hi and i + 1 < len(levels):
             target = (key[0], levels[i + 1])
-        elif self.rate[key] < lo and i > 0:
+        elif skill < lo and i > 0:
             target = (key[0], levels[i - 1])
         if target is None:
             return
@@ -289,10 +294,16 @@ class CurriculumSampler:
         self.weights[target] += amount
         self.since_move[key] = 0
         self.moves.append({"draws": self.draws, "from": list(key), "to": list(target), "amount": round(amount, 6),
-                           "rate": round(self.rate[key], 4)})
-        log.info("curriculum: %s level %d running pass rate %.2f is %s the band [%g, %g]: %.3f of its weight -> "
-                 "level %d", key[0], key[1], self.rate[key], "above" if target[1] > key[1] else "below", lo, hi,
-                 amount, target[1])
+                           "rate": round(self.rate[key], 4), "skill": round(skill, 4)})
+        log.info("curriculum: %s level %d running pass rate %.2f (skill %.2f beyond its majority-class rate %.2f) is "
+                 "%s the band [%g, %g]: %.3f of its weight -> level %d", key[0], key[1], self.rate[key], skill,
+                 self.majority.get(key, 0.0), "above" if target[1] > key[1] else "below", lo, hi, amount, target[1])
+
+    def skill(self, key: tuple[str, int]) -> float:
+        """A level's running pass rate beyond its majority-class rate m: (rate - m) / (1 - m) (rc1.training.fit)."""
+        from rc1.training.fit import skill
+
+        return skill(self.rate[key], self.majority.get(key, 0.0))
 
     def state_dict(self) -> dict:
         enc = lambda d: {f"{t}|{n}": v for (t, n), v in d.items()}  # noqa: E731
@@ -326,4 +337,5 @@ class CurriculumSampler:
             out[f"curriculum/{task}/L{n}/weight"] = round(share, 4)
             if (task, n) in self.rate:
                 out[f"curriculum/{task}/L{n}/pass_rate"] = round(self.rate[(task, n)], 4)
+                out[f"curriculum/{task}/L{n}/skill"] = round(self.skill((task, n)), 4)
         return out

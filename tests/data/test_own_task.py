@@ -246,9 +246,10 @@ def test_bad_task_input_is_one_error_naming_the_item_or_key_and_nothing_is_writt
         victim = next(x for x in lines if x["answer"] == lines[2]["answer"])
         why = "KeyError: 'units'" if case == "raises" else "TypeError: returned str 'yes'"
         want = f"item '{victim['id']}': verifier python:my_check:check on the item's own answer: {why}"
-    else:  # a held-out share too small for the eval's 96 held-out items
+    else:  # a held-out share too small for the 96 held-out items an eval.n_shadow set in the config asks for
         data = yaml.safe_load(ws.path(CONFIG).read_text())
         data["datasets"]["tasks"]["arith"]["heldout"] = 0.05
+        data["eval"]["n_shadow"] = 96
         ws.path(CONFIG).write_text(yaml.safe_dump(data, sort_keys=False))
         want = "error: datasets.tasks.arith.heldout: "
     for args in (["data", "build-pool", *C, "--n", "100"], ["data", "shadow-set", *C], ["data", "make-min", *C]):
@@ -349,6 +350,9 @@ def test_the_documented_steps_run_as_written_in_a_fresh_workspace_and_reach_trai
             from rc1.training.fit import measure
 
             monkeypatch.setattr(metrics, "majority_baseline", lambda items: {"overall": {"rate": 0.0}})
+            # nor does its skill's lower bound clear 0: keep the measured task, so the documented steps run on
+            import rc1.training.fit as fit
+            monkeypatch.setattr(fit, "kept", lambda row, band: True)
             rep = measure(ws, load_train_config(CONFIG, ws))
             assert rep["kept"] == ["arith"] and rep["tasks"]["arith"]["levels"][0]["items"] == 8
             ran.append(command)

@@ -22,10 +22,21 @@ def test_wilson_interval_known_values():
     assert lo == pytest.approx(0.1492, abs=1e-3) and hi == pytest.approx(0.3878, abs=1e-3)  # by hand: centre 0.2685, half-width 0.1193
 
 
-def row(n, p, majority=0.0):
-    from rc1.training.fit import skill
+def row(n, p, majority=0.0, answers=1000):
+    """A measured level: `answers` answers (one per item) passing at rate p."""
+    from rc1.training.fit import skill, skill_interval
 
-    return {"level": n, "name": f"L{n}", "pass_rate": p, "majority_rate": majority, "skill": skill(p, majority)}
+    k = round(p * answers)
+    return {"level": n, "name": f"L{n}", "pass_rate": k / answers, "n": answers, "majority_rate": majority,
+            "skill": skill(k / answers, majority), **skill_interval(k, answers, majority)}
+
+
+def keep_every_measured_level(monkeypatch):
+    """A random tiny model has no skill (its lower bound never clears 0): keep every measured level, so that
+    a test of the fit's plumbing has items to write."""
+    import rc1.training.fit as fit
+
+    monkeypatch.setattr(fit, "kept", lambda row, band: True)
 
 
 def test_choose_keeps_levels_inside_the_band_and_says_why_a_task_is_dropped():
@@ -39,6 +50,72 @@ def test_choose_keeps_levels_inside_the_band_and_says_why_a_task_is_dropped():
     chosen, why = choose([row(0, 0.40, 0.5), row(1, 0.30, 0.5)], band)
     assert chosen == [] and "majority-class baseline of 0.50" in why
     assert choose([row(0, 0.75, 0.5)], band) == ([0], None)  # skill 0.5
+
+
+def test_a_level_is_kept_on_its_skills_lower_bound_not_on_a_lucky_point_estimate():
+    band = (0.05, 0.8)
+    # yes/no, always-"no" right half the time: 7 of 10 is skill 0.4, in the band, but its Wilson lower bound
+    # (0.397 -> skill -0.21) does not clear 0: chance alone gives that
+    lucky = row(0, 0.7, 0.5, answers=10)
+    assert lucky["skill"] == pytest.approx(0.4) and lucky["skill_ci"][0] < 0
+    chosen, why = choose([lucky], band)
+    assert chosen == [] and "told apart from guessing" in why and "level 0" in why
+    # the same rate on 1000 answers is skill: kept
+    assert choose([row(0, 0.7, 0.5, answers=1000)], band) == ([0], None)
+    assert choose([row(0, 0.7, 0.5, answers=10), row(1, 0.7, 0.5, answers=1000)], band) == ([1], None)
+
+
+def test_answers_to_one_item_count_as_one_item_when_the_items_are_all_or_nothing():
+    from rc1.eval.metrics import wilson as wilson_z
+    from rc1.training.fit import skill_interval
+
+    # 20 items x 4 answers, 14 items always right and 6 never: the 80 answers say no more than the 20 items
+    rates = {f"i{i}": 1.0 if i < 14 else 0.0 for i in range(20)}
+    clustered = skill_interval(56, 80, 0.0, rates)
+    assert clustered["design_effect"] == 4.0 and clustered["ci"] == pytest.approx(wilson_z(14, 20), abs=1e-4)
+    # items that each pass half their answers: no more alike than independent answers
+    even = skill_interval(40, 80, 0.0, {f"i{i}": 0.5 for i in range(20)})
+    assert even["design_effect"] == 1.0 and even["ci"] == pytest.approx(wilson(40, 80), abs=1e-4)
+
+
+def measured(k, n):
+    return {"items": n, "n": n, "successes": k, "pass_rate": k / n, "truncated": 0, "truncation_rate": 0.0,
+            "completion_tokens": 0, "completion_tokens_mean": 0.0, "seconds": 0.0, "item_pass_rates": {}}
+
+
+def test_the_walk_measures_a_straddling_level_again_and_stops_only_when_the_upper_bound_is_below_the_band(
+        monkeypatch):
+    """Hand-made answers per level (24 items, 1 answer each), band [0.2, 0.8]: level 0 (12/24) is kept; level 1
+    (4/24: interval [0.07, 0.36] straddles 0.2) is measured again (3/24), pooled 7/48 = 0.15 below the band
+    but its upper bound 0.27 is not, so the walk goes on; level 2 (0/24, upper bound 0.14) stops it."""
+    from types import SimpleNamespace
+
+    import rc1.eval.metrics as metrics
+    import rc1.training.fit as fit
+    from rc1.config.schema import DifficultyFitSection
+
+    answers = {(0, "fit"): (12, 24), (1, "fit"): (4, 24), (1, "fitmore"): (3, 24), (2, "fit"): (0, 24),
+               (3, "fit"): (24, 24), (4, "fit"): (24, 24)}
+    asked = []
+
+    class Maker:
+        def make(self, space, task, n, count, start=0):
+            return [{"level": n, "space": space}]
+
+    def sample(cfg, items, generator, reward, seed):
+        key = (items[0]["level"], items[0]["space"])
+        asked.append(key)
+        return measured(*answers[key]), 0
+
+    monkeypatch.setattr(fit, "_sample", sample)
+    monkeypatch.setattr(metrics, "majority_baseline", lambda items: {"overall": {"rate": 0.0}})
+    cfg = SimpleNamespace(difficulty_fit=DifficultyFitSection(band=(0.2, 0.8), levels={"gsm8k": (0, 4)}))
+    table, episodes, _, _ = fit._walk(cfg, ["gsm8k"], Maker(), None, None, None)
+    assert asked == [(0, "fit"), (1, "fit"), (1, "fitmore"), (2, "fit")] and episodes == 96
+    rows = {r["level"]: r for r in table["gsm8k"]["levels"]}
+    assert rows[1]["measured_twice"] and rows[1]["n"] == 48 and rows[1]["skill_ci"][1] > 0.2 > rows[1]["skill"]
+    assert rows[2]["skill_ci"][1] < 0.2 and rows[3].get("not_measured") and rows[4].get("not_measured")
+    assert table["gsm8k"]["chosen"] == [0] and table["gsm8k"]["next_level"] == 1
 
 
 def fit_workspace(root: Path, tiny_dir, band=(0.0, 1.0)) -> Path:
@@ -77,6 +154,7 @@ def test_fit_writes_disjoint_item_files_and_the_gate_checks_them(tmp_path, tiny_
 
     # a random tiny model passes ~nothing: with no majority-class baseline its skill is its pass rate (>= 0)
     monkeypatch.setattr(metrics, "majority_baseline", lambda items: {"overall": {"rate": 0.0}})
+    keep_every_measured_level(monkeypatch)
     config = fit_workspace(tmp_path, tiny_dir)
     ws, cfg, rep = run(tmp_path, config)
     assert set(rep["tasks"]) == {"gsm8k", "strategyqa"} and rep["kept"] == ["gsm8k", "strategyqa"]
@@ -95,6 +173,8 @@ def test_fit_writes_disjoint_item_files_and_the_gate_checks_them(tmp_path, tiny_
 
     res = gate(ws, cfg, config)
     assert res.passed, [c.detail for c in res.checks if not c.passed]
+    leak = next(c for c in res.checks if c.name == "held-out and dev items sharing a fact with training")
+    assert leak.passed and leak.measured == 0
 
     # another band: the report is for other settings
     other = yaml.safe_load((tmp_path / config).read_text())
@@ -109,7 +189,8 @@ def test_fit_writes_disjoint_item_files_and_the_gate_checks_them(tmp_path, tiny_
     p = ws.path("data/fit/train.jsonl")
     p.write_text(p.read_text().splitlines()[0] + "\n")
     res = gate(ws, cfg, config)
-    assert not res.passed and "data/fit/train.jsonl" in res.checks[-2].detail
+    stale = next(c for c in res.checks if c.name == "fitted item files are the report's")
+    assert not res.passed and not stale.passed and "data/fit/train.jsonl" in stale.detail
 
 
 def test_no_level_in_the_band_refuses_round2_with_the_table_and_the_fix(tmp_path, tiny_dir):
@@ -142,6 +223,7 @@ def test_a_custom_task_is_fitted_per_item_and_its_items_carry_their_measured_dif
     # a random tiny model passes ~nothing, below the commonest answer's rate: measure that rate, then call it 0
     monkeypatch.setattr(metrics, "majority_baseline", lambda items: (seen.append(majority(items)["overall"]["rate"])
                                                                      or {"overall": {"rate": 0.0}}))
+    keep_every_measured_level(monkeypatch)
     config = make_workspace(tmp_path, tiny_dir, extra={
         "difficulty_fit": {"enable": True, "band": [0.0, 1.0], "items_per_task": 12, "samples": 2,
                            "heldout_per_task": 10, "dev_per_task": 4},
@@ -240,6 +322,25 @@ def test_curriculum_moves_weight_up_when_a_level_is_mastered_and_down_when_it_is
     for _ in range(6):
         off.update("g0-0", 1.0)
     assert off.weights[("gsm8k", 0)] == 1.0
+
+
+def test_curriculum_compares_a_levels_skill_not_its_raw_pass_rate_with_the_band():
+    """A yes/no level whose majority-class rate is 0.5 and which the policy answers right half the time is in the
+    band by its raw rate (0.5 in [0.1, 0.8]) but has no skill: its weight moves down a level."""
+    from rc1.training.sampler import CurriculumSampler
+
+    def items(majority):
+        return [{"id": f"s{n}-{i}", "task": "strategyqa", "messages": [],
+                 "meta": {"level_n": n, **({"fit_majority_rate": majority} if majority is not None else {})}}
+                for n in (0, 1) for i in range(3)]
+
+    for majority, moved in ((0.5, True), (None, False)):
+        s = CurriculumSampler(items(majority), {"strategyqa": 1.0}, (0.1, 0.8), {}, window=3, move=0.5,
+                              item_low_weight=0.2, seed=1)
+        for i in range(3):
+            s.update(f"s1-{i}", 0.5)
+        assert (s.weights[("strategyqa", 1)] == 0.5) is moved
+        assert s.stats()["curriculum/strategyqa/L1/skill"] == (0.0 if majority else 0.5)
 
 
 def test_curriculum_item_weights_and_exact_resume():
