@@ -9,9 +9,11 @@
      the round-2 shadow run's held-out pass is reused and every seed's run is compared with one base pass;
   3. evaluates each training run: an explicit checkpoint, or the `latest` checkpoint of every seed run
      that has one (cfg.seed_run(i); one run per seed), manifest verified, on the same items;
-  4. computes summaries, paired deltas vs base, the majority-class baseline of the same items (and each
-     model's paired delta to it), the minimum detectable effect, the eval and training dtypes and how each
-     run ended; copies a run's checkpoint into its `best/` when its DEV result beats every earlier best
+  4. computes summaries, paired deltas vs base, the majority-class baseline (its answer chosen on the
+     training split, scored on the same items; each model's paired delta to it), the minimum detectable
+     effect, what each set can measure by construction (`set_measures`), the seeds' runs pooled per set
+     (`pooled`: mean delta, two-level bootstrap over seeds and items; what the RC1 gate judges), the eval
+     and training dtypes and how each run ended; copies a run's checkpoint into its `best/` when its DEV result beats every earlier best
      (never on the held-out result); writes `reports/eval_<ts>.json` (+ sidecar, artifact manifest).
 
 The device, dtype and checkpoint loading live in rc1.eval.loading, the best/ choice in rc1.eval.best.
@@ -33,8 +35,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from rc1.eval.best import selection_of, update_best
 from rc1.eval.loading import dtype_info, load_checkpoint_model, resolve_checkpoint, torch_setup
-from rc1.eval.metrics import (EpisodeRecord, compare, flat_split, majority_baseline, mde_table, metric_value, spread,
-                              summarize, versus_baseline)
+from rc1.eval.metrics import (EpisodeRecord, compare, flat_split, majority_baseline, mde_table, metric_value,
+                              pooled_compare, spread, summarize, versus_baseline)
 from rc1.eval.runs import RunEnd, read_end, run_of_checkpoint, seed_runs
 from rc1.eval.splits import DEV, FITTED, HELDOUT, ItemSet, dev_set, fitted_set, heldout_set
 from rc1.runtime.atomic import atomic_write_json
@@ -49,7 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("rc1.eval")
 
 REPORT_KIND = "eval"
-REPORT_VERSION = 2
+REPORT_VERSION = 3  # 3: pooled (over seeds), sets[*].measures, the majority baseline chosen on training items
 CACHE_DIR = "reports/eval_cache"
 DEFAULT_BATCH = 32
 Progress = Callable[[str], None]
@@ -92,6 +94,30 @@ def base_cache_key(cfg: "TrainConfig", item_set: ItemSet, gen: dict) -> tuple[st
                 "items": sha256_json([it["id"] for it in item_set.items] + [item_set.sha256]),
                 "generation": {k: v for k, v in gen.items() if k != "batch_size"}, "code": _code_sha()}
     return sha256_json(material), material
+
+
+def training_items(ws: Workspace, cfg: "TrainConfig") -> tuple[str | None, list[dict]]:
+    """(workspace-relative path, items with a gold answer) of the split the run trains on: the difficulty
+    fit's training items when the fit is on, else data.train_path; (None, []) when the file is absent."""
+    from rc1.data.io import read_jsonl
+
+    rel = layout.FIT_TRAIN if cfg.difficulty_fit.enable else cfg.data.train_path
+    p = ws.path(rel)
+    if not p.exists():
+        log.warning("eval: no training split %s: the majority-class baseline is chosen on the evaluated items", rel)
+        return None, []
+    return ws.rel(p), [it for it in read_jsonl(p) if "task" in it and "answer" in it]
+
+
+def set_measures(items: list[dict], max_turns: int | None) -> dict:
+    """What an item set can measure by construction: items needing clarification (the clarification checks),
+    items whose episodes may take more than one turn (the turns check), hard hotpotqa/strategyqa items."""
+    from rc1.envs.env import is_single_turn
+    from rc1.eval.metrics import HARD_TASKS
+
+    multi = 0 if (max_turns or 0) == 1 else sum(not is_single_turn(it) and it.get("max_turns", 2) != 1 for it in items)
+    return {"needs_clarification": sum(bool(it.get("needs_clarification")) for it in items), "multi_turn": multi,
+            "hard_hq_sq": sum(it.get("bucket") == "hard" and it.get("task") in HARD_TASKS for it in items)}
 
 
 # ----------------------------------------------------------------------------- episodes
@@ -358,7 +384,8 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
                  + f"; device {device}, dtype {dtypes['eval']}")
     base, base_thr = base_records(ws, cfg, sets, gen, device, dtype, progress)
     items = {name: s.items for name, s in sets.items()}
-    majority = {name: majority_baseline(items[name]) for name in sets}
+    train_rel, train = training_items(ws, cfg)
+    majority = {name: majority_baseline(items[name], train, train_source=train_rel) for name in sets}
     results = {}
     for name in sets:
         sb = summarize(base[name])
@@ -366,10 +393,11 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
                          "base_vs_majority": versus_baseline(base[name], majority[name]["items"]),
                          "mde": mde_table(base[name]), "split": flat_split(sb, None)}
     out = _report_path(ws)
-    runs, run_records = [], []
+    runs, run_records, run_records_of = [], [], []
     for target in targets:
         entry, recs = _evaluate_run(ws, cfg, target, sets, gen, device, dtype, base, majority, ws.rel(out), progress)
         runs.append(entry)
+        run_records_of.append(recs)
         run_records.append({k: [r.to_dict() for r in v] for k, v in recs.items()})
     dtypes["train"] = sorted({r["training"]["train_dtype"] for r in runs}) or None
     report: dict[str, Any] = {
@@ -382,8 +410,10 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
         "device": str(device), "dtype": dtypes, "generation": gen,
         "heldout_set": FITTED if FITTED in sets else HELDOUT,
         "dev_set": DEV if DEV in sets else None, "seeds": cfg.seed_list,
-        "sets": {k: v.describe() for k, v in sets.items()},
+        "sets": {k: {**v.describe(), "measures": set_measures(v.items, gen["max_turns"])} for k, v in sets.items()},
         "results": results, "runs": runs,
+        "pooled": {name: pooled_compare(base[name], [rr[name] for rr in run_records_of], majority[name]["items"])
+                   for name in sets} if runs else None,
         "spread": {name: runs_spread(runs, name) for name in sets} if len(runs) > 1 else None,
         "throughput": {"base": base_thr, "runs": [r["throughput"] for r in runs]},
         "records": {"base": {k: [r.to_dict() for r in v] for k, v in base.items()}, "runs": run_records},

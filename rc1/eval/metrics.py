@@ -14,10 +14,17 @@ Definitions (SPEC §7, seeds 003/004):
   hard success (hq+sq)       success on bucket == hard items of hotpotqa and strategyqa together
   success, non-truncated     success among the episodes that were not truncated (a truncated
                              episode always fails: this separates "wrong" from "cut off")
-  majority-class baseline    per task, the score of giving every item the task's most common gold
-                             answer (counted by the task's verifier), computed on the evaluated items
-                             themselves: it peeks at their labels, so it is an upper bound on what
-                             a constant answer scores (`majority_baseline`)
+  majority-class baseline    per task, the score of giving every evaluated item the most common gold
+                             answer of the task's TRAINING items (`majority_baseline(items, train)`);
+                             a closed answer set (yes/no, option letters, a few fixed labels) makes it
+                             the majority class; for an open answer (numbers, free text) it is only
+                             the commonest training answer, and its rate on the evaluated items is
+                             reported as such. Without training items it falls back to the evaluated
+                             items' own labels (an upper bound on what a constant answer scores)
+  pooled over seeds          several trained runs (one per seed) against one base pass: the mean of the
+                             seeds' deltas, with a two-level bootstrap CI (resample seeds, then items
+                             within each resampled seed; `pooled_bootstrap`, `pooled_compare`). With one
+                             seed it is the paired bootstrap itself
   minimum detectable effect  the smallest success increase a paired test detects at this n (`mde_paired`)
 """
 
@@ -134,6 +141,53 @@ def paired_bootstrap(base: Sequence[float], trained: Sequence[float],
         vals = y[idx].mean(axis=1) - x[idx].mean(axis=1)
     else:
         vals = np.array([stat(y[i], x[i]) for i in idx], dtype=float)
+    vals = vals[~np.isnan(vals)]
+    if vals.size == 0:
+        return None
+    return float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))
+
+
+def _rel_from_means(trained_mean, base_mean):
+    """(base - trained) / base of pooled means, NaN where the base rate is 0 (vectorised)."""
+    import numpy as np
+
+    t, b = np.asarray(trained_mean, dtype=float), np.asarray(base_mean, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b == 0, np.nan, (b - t) / np.where(b == 0, 1.0, b))
+
+
+def pooled_bootstrap(per_seed: Sequence[tuple[Sequence[float], Sequence[float]]],
+                     stat: Callable[[Any, Any], Any] | None = None, *, b: int = BOOTSTRAP_B,
+                     seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+    """95 % percentile interval of a statistic pooled over seeds, by a two-level bootstrap.
+
+    `per_seed[s]` = (base values, trained values) of seed s, paired by item. Each replicate draws S seeds
+    with replacement, then, for every drawn seed, its items with replacement (base and trained together);
+    the replicate's pooled base and trained means are the averages of the drawn seeds' means, and the
+    statistic is stat(pooled trained mean, pooled base mean) (vectorised; default: their difference).
+    With one seed this is `paired_bootstrap` itself (same draws, same interval). NaN replicates are dropped.
+    """
+    import numpy as np
+
+    if not per_seed or any(len(x) == 0 or len(x) != len(y) for x, y in per_seed):
+        return None
+    if len(per_seed) == 1:
+        x, y = per_seed[0]
+        one = None if stat is None else (lambda ys, xs: float(stat(ys.mean(), xs.mean())))
+        return paired_bootstrap(x, y, one, b=b, seed=seed)
+    n_seeds = len(per_seed)
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(0, n_seeds, size=(b, n_seeds))
+    bm, tm = np.empty((b, n_seeds)), np.empty((b, n_seeds))
+    for s, (x, y) in enumerate(per_seed):
+        slots = pick == s
+        if not slots.any():
+            continue
+        xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        idx = rng.integers(0, len(xa), size=(int(slots.sum()), len(xa)))
+        bm[slots], tm[slots] = xa[idx].mean(axis=1), ya[idx].mean(axis=1)
+    pb, pt = bm.mean(axis=1), tm.mean(axis=1)
+    vals = pt - pb if stat is None else np.asarray(stat(pt, pb), dtype=float)
     vals = vals[~np.isnan(vals)]
     if vals.size == 0:
         return None
@@ -277,40 +331,136 @@ def compare(base: Sequence[EpisodeRecord], trained: Sequence[EpisodeRecord]) -> 
     return out
 
 
+def _pooled_prop(pairs: Sequence[tuple[list, list]], pick: Callable[[EpisodeRecord], bool],
+                 value: Callable[[EpisodeRecord], Any]) -> tuple[dict, list]:
+    """(pooled delta of value's mean over the seeds' paired items that `pick` keeps, the per-seed values)."""
+    per = []
+    for b, t in pairs:
+        kept = [(bb, tt) for bb, tt in zip(b, t) if pick(bb)]
+        per.append(([float(value(bb)) for bb, _ in kept], [float(value(tt)) for _, tt in kept]))
+    if not per or any(not xb for xb, _ in per):
+        return {"n": 0, "seeds": len(per), "base": None, "trained": None, "delta_pp": None, "ci95_pp": None,
+                "per_seed_delta_pp": []}, per
+    base = sum(sum(xb) / len(xb) for xb, _ in per) / len(per)
+    trained = sum(sum(xt) / len(xt) for _, xt in per) / len(per)
+    per_seed = [100.0 * (sum(xt) - sum(xb)) / len(xb) for xb, xt in per]
+    ci = pooled_bootstrap(per)
+    return {"n": len(per[0][0]), "seeds": len(per), "base": base, "trained": trained,
+            "delta_pp": sum(per_seed) / len(per_seed), "ci95_pp": [100 * ci[0], 100 * ci[1]] if ci else None,
+            "per_seed_delta_pp": per_seed}, per
+
+
+def pooled_compare(base: Sequence[EpisodeRecord], trained_runs: Sequence[Sequence[EpisodeRecord]],
+                   baseline_success: dict[str, bool] | None = None) -> dict:
+    """Every seed's run vs the one base pass on the same items, pooled over seeds (`pooled_bootstrap`):
+    the mean delta with its two-level 95 % CI, for what the RC1 gate judges. `baseline_success` (item id ->
+    success of the majority-class baseline) adds the pooled margin of the trained runs over it."""
+    pairs = [_paired(base, t) for t in trained_runs]
+    succ = lambda r: r.success  # noqa: E731
+    tasks = task_order(r.task for r in (pairs[0][0] if pairs else []))
+    out: dict[str, Any] = {
+        "seeds": len(pairs), "n_paired": len(pairs[0][0]) if pairs else 0,
+        "success": _pooled_prop(pairs, lambda r: True, succ)[0],
+        "by_task": {task: _pooled_prop(pairs, lambda r, task=task: r.task == task, succ)[0] for task in tasks},
+        "hard_hq_sq": _pooled_prop(pairs, lambda r: r.bucket == "hard" and r.task in HARD_TASKS, succ)[0],
+        "needs_clar_success": _pooled_prop(pairs, lambda r: r.needs_clarification, succ)[0],
+    }
+    oc, per = _pooled_prop(pairs, lambda r: not r.needs_clarification, lambda r: r.asked)
+    rel = (oc["base"] - oc["trained"]) / oc["base"] if oc["n"] and oc["base"] else None
+    rel_ci = pooled_bootstrap(per, _rel_from_means) if rel is not None else None
+    out["overclar"] = {**oc, "rel_reduction": rel, "rel_reduction_ci95": list(rel_ci) if rel_ci else None}
+    turns, per = _pooled_prop(pairs, lambda r: True, lambda r: r.turns)
+    seen = {v for xb, xt in per for v in (*xb, *xt)}
+    ci = pooled_bootstrap(per) if turns["n"] else None
+    out["avg_turns"] = {"n": turns["n"], "base": turns["base"], "trained": turns["trained"],
+                        "delta": None if turns["base"] is None else turns["trained"] - turns["base"],
+                        "ci95": list(ci) if ci else None,
+                        # every episode of every model took this many turns: turns cannot show a difference
+                        "constant": next(iter(seen)) if len(seen) == 1 else None}
+    if baseline_success is not None:
+        from dataclasses import replace
+
+        vs = []
+        for b, t in pairs:
+            rs = [r for r in t if r.item_id in baseline_success]
+            vs.append(([replace(r, success=bool(baseline_success[r.item_id])) for r in rs], rs))
+        out["vs_majority"] = {"success": _pooled_prop(vs, lambda r: True, succ)[0],
+                              "by_task": {task: _pooled_prop(vs, lambda r, task=task: r.task == task, succ)[0]
+                                          for task in tasks}}
+    return out
+
+
 # ----------------------------------------------------------------------------- baselines and power
 def _gold_text(item: dict) -> str:
     gold = item["answer"]
     return ("yes" if gold else "no") if isinstance(gold, bool) else str(gold)
 
 
-def majority_baseline(items: Sequence[dict]) -> dict:
-    """Per task, the score of answering every item with the task's most common gold answer.
+CLOSED_VERIFIERS = ("yes_no", "choice")
+FIXED_LABELS_MAX = 10  # an `exact` task whose training answers take at most this many values has a fixed label set
 
-    "Most common" is counted by the items' own verifier (the gold answer that, given to every item of the
-    task, is verified correct most often; ties: the first in sorted order), so "12" and "12.0" or a gold
-    answer and an item's alias count as one answer. It is computed on these items' own labels."""
+
+def answer_set(task_items: Sequence[dict], train_items: Sequence[dict] = ()) -> str:
+    """'closed' when a task's answers come from a fixed set (yes/no, option letters, a few exact labels),
+    else 'open' (numbers, free text): only a closed set has a majority class worth beating."""
+    from rc1.envs.verifiers import verifier_of
+
+    spec = verifier_of(task_items[0])
+    if spec in CLOSED_VERIFIERS:
+        return "closed"
+    labels = {_gold_text(it).strip().lower() for it in (train_items or task_items)}
+    return "closed" if spec == "exact" and len(labels) <= FIXED_LABELS_MAX else "open"
+
+
+def majority_baseline(items: Sequence[dict], train_items: Sequence[dict] | None = None, *,
+                      train_source: str | None = None) -> dict:
+    """Per task, the score of answering every item of `items` with one constant answer.
+
+    With `train_items` (the training split) the answer is the task's most common TRAINING gold answer
+    (counted on the gold text, case folded; ties: the first in sorted order) and `items` only score it, so
+    the baseline never peeks at the evaluated labels. Without training items of a task it is the gold answer
+    that, given to every evaluated item, the items' own verifier accepts most often ("12" and "12.0", or an
+    alias, count as one), computed on these items' own labels. Each task says whether its answers are a
+    closed set (`answer_set`): only there is it a majority class; for an open answer it is the commonest
+    training answer and its rate on these items."""
+    from collections import Counter
     from types import SimpleNamespace
 
-    from rc1.config.names import task_order
     from rc1.envs.verifiers import verify_episode
 
     per_item: dict[str, bool] = {}
     by_task: dict[str, dict] = {}
     for task in task_order(it["task"] for it in items):
         its = [it for it in items if it["task"] == task]
-        best: tuple[int, str, list[bool]] | None = None
-        for answer in sorted({_gold_text(it) for it in its}):
+        train = [t for t in (train_items or ()) if t.get("task") == task and "answer" in t]
+        kind = answer_set(its, train)
+        if train:
+            counts = Counter(_gold_text(t).strip().lower() for t in train)
+            top = max(counts.values())
+            answer = sorted(a for a, c in counts.items() if c == top)[0]
             said = SimpleNamespace(truncated=False, final_answer=answer)
             hits = [verify_episode(it, said).success for it in its]
-            if best is None or sum(hits) > best[0]:
-                best = (sum(hits), answer, hits)
-        assert best is not None
-        k, answer, hits = best
+            source = {"source": "training", "train_n": len(train), "train_rate": top / len(train)}
+        else:
+            best: tuple[int, str, list[bool]] | None = None
+            for cand in sorted({_gold_text(it) for it in its}):
+                said = SimpleNamespace(truncated=False, final_answer=cand)
+                h = [verify_episode(it, said).success for it in its]
+                if best is None or sum(h) > best[0]:
+                    best = (sum(h), cand, h)
+            assert best is not None
+            _, answer, hits = best
+            source = {"source": "evaluated items", "train_n": 0, "train_rate": None}
         per_item.update({str(it["id"]): h for it, h in zip(its, hits)})
-        by_task[task] = {"answer": answer, **proportion(k, len(its))}
+        by_task[task] = {"answer": answer, "answer_set": kind, **source, **proportion(sum(hits), len(its))}
+    trained_on = train_source or "the training split"
     return {"by_task": by_task, "overall": proportion(sum(per_item.values()), len(per_item)), "items": per_item,
-            "definition": "each task's most common gold answer given to every item of that task, "
-                          "computed on the evaluated items themselves"}
+            "train_source": train_source if train_items else None,
+            "definition": (f"each task's most common gold answer in {trained_on} given to every evaluated item of "
+                           "that task (a majority class for a closed answer set; for an open answer, the "
+                           "commonest training answer)" if train_items else
+                           "each task's most common gold answer given to every item of that task, computed on "
+                           "the evaluated items themselves")}
 
 
 def versus_baseline(records: Sequence[EpisodeRecord], baseline_success: dict[str, bool]) -> dict:

@@ -6,21 +6,37 @@ training run the report evaluated (one per seed), it checks that:
   - the report is for the run's current `latest` checkpoint or its newest best/ copy;
   - the run completed, or it stopped early and the operator accepted that for this very run
     (`rc1 advance --to scale_1000 --accept-early-stop "why"`, an audit-log entry naming the run's end
-    record by sha256, rc1.eval.runs);
-  - on the held-out set, with thresholds from `gates.eval` (SPEC §3, seeds 003/004):
+    record by sha256, rc1.eval.runs).
 
-      overall success delta            CI lower bound > success_delta_pp_gt pp
-      trained - majority-class baseline CI lower bound > vs_majority_pp_gt pp (same items)
+The thresholds (`gates.eval`, SPEC §3, seeds 003/004) are judged on the seeds POOLED (the report's `pooled`,
+rc1.eval.metrics.pooled_compare): the mean delta over seeds with a two-level bootstrap 95 % CI (resample
+seeds, then items within each), never every seed on its own (a real gain would pass 0.77^3 of the time).
+With one seed that is the paired bootstrap. Success is judged on the set the report judges (the fitted
+held-out items with a difficulty fit, else the shadow set):
+
+      success delta                     CI lower bound > success_delta_pp_gt pp
+      no seed clearly regressed         (several seeds) every seed's own CI upper bound >= 0
+      trained - majority-class baseline CI lower bound > vs_majority_pp_gt pp (same items; the baseline's
+                                        answer is chosen on the training split)
+      per task (fitted set)             the success delta, and the margin over the majority class for a task
+                                        with a closed answer set
+
+The behaviour checks are judged on the first set, the judged one then the shadow set, that can measure them
+by construction (the report's sets[*].measures): a set without clarification items cannot show a
+clarification change, one of single-turn items cannot show a turns change:
+
       needs-clarification success delta CI lower bound >= needs_clar_success_pp_min pp
       over-clarification reduction     (base - trained) / base, CI lower bound >= overclar_rel_reduction_min
       average turns increase           CI upper bound <= avg_turns_max_increase
-      hard-bucket success (hq + sq)    CI lower bound >= hard_success_pp_min pp
+      hard-bucket success (hq + sq)    CI lower bound >= hard_success_pp_min pp (not applicable: no set has them)
 
-Each threshold is judged on the end of the paired-bootstrap 95 % CI that is least favourable to the
-model (the lower bound of a required gain, the upper bound of an allowed increase); the detail prints the
-point estimate and the whole CI. A check whose inputs cannot show a difference is `not measurable`, never
-a pass: no items of its kind, neither model over-clarifying (0 -> 0), every episode of both models taking
-the same number of turns. With several seeds every seed's run must pass.
+With a difficulty fit the full-difficulty shadow set also guards against regression: its success delta's CI
+lower bound >= shadow_noninferiority_pp, on at least shadow_min_n items (fewer fails, naming the size).
+
+Each threshold is judged on the end of the CI least favourable to the model; the detail prints the point
+estimate and the whole CI. A check whose inputs cannot show a difference is `not measurable`, never a pass:
+no items of its kind, neither model over-clarifying (0 -> 0), every episode of both models taking the same
+number of turns.
 """
 
 from __future__ import annotations
@@ -49,10 +65,6 @@ def _wilson_txt(part: dict | None) -> str:
         return "n/a"
     lo, hi = part["ci95"]
     return f"{_pct(part['rate'])} [{_pct(lo)}, {_pct(hi)}] ({part['k']}/{part['n']})"
-
-
-def _point(d: dict) -> str:
-    return f"point estimate {d['delta_pp']:+.1f} pp, 95% CI {_ci_pp(d['ci95_pp'])} (paired bootstrap, n={d['n']})"
 
 
 def _checkpoint_current(ctx: GateContext, run: dict) -> tuple[bool, str, Evidence | None]:
@@ -112,57 +124,96 @@ def _run_ended(ctx: GateContext, run: dict, res: GateResult) -> Check:
                  f"{accepted.get('time')} (audit log): {accepted.get('why')}")
 
 
-def heldout_checks(g, held: dict, prefix: str = "", per_task: bool = False) -> list[Check]:
-    """The RC1 thresholds on one run's held-out view (rc1.eval.harness.run_view). `per_task`: the success
-    delta and the margin over the majority class are judged for every task of the set too (the fitted set:
-    each task the fit kept must improve)."""
-    base, trained, delta = held["base"], held["trained"], held["delta"]
+def _point(d: dict) -> str:
+    seeds = d.get("seeds") or 1
+    how = (f"paired bootstrap, n={d['n']}" if seeds == 1 else
+           f"two-level bootstrap over {seeds} seeds and n={d['n']} items; seeds "
+           + " / ".join(f"{x:+.1f}" for x in d.get("per_seed_delta_pp") or []) + " pp")
+    return f"point estimate {d['delta_pp']:+.1f} pp, 95% CI {_ci_pp(d['ci95_pp'])} ({how})"
+
+
+def _gain(name: str, d: dict, minimum: float, strict: bool, what: str, none_why: str) -> Check:
+    threshold = f"{'>' if strict else '>='} {minimum:g} (95% CI lower bound)"
+    if not d.get("n") or not d.get("ci95_pp"):
+        return Check.not_measurable(name, threshold, none_why)
+    lo = d["ci95_pp"][0]
+    ok = lo > minimum if strict else lo >= minimum
+    return Check(name, lo, threshold, ok, f"{_point(d)}; {what}")
+
+
+def _rates(d: dict, seeds: int) -> str:
+    return f"base {_pct(d.get('base'))} -> trained {_pct(d.get('trained'))}" + (f" (mean of {seeds} seeds)"
+                                                                              if seeds > 1 else "")
+
+
+def measures(report: dict, set_name: str) -> dict:
+    """What a set can measure by construction (the harness's sets[*].measures; from the base summary when a
+    report has none: the multi-turn count is then unknown, taken as present)."""
+    m = (report["sets"].get(set_name) or {}).get("measures")
+    if m is not None:
+        return m
+    base = report["results"][set_name]["base"]
+    return {"needs_clarification": base["needs_clar_success"]["n"], "multi_turn": None,
+            "hard_hq_sq": base["hard_hq_sq"]["n"]}
+
+
+def success_checks(g, report: dict, set_name: str, per_task: bool) -> list[Check]:
+    """Success on the judged set, pooled over seeds: the delta, no clearly regressed seed, the margin over
+    the majority-class baseline; with `per_task` (the fitted set: each task the fit kept must improve) per task."""
+    pooled = report["pooled"][set_name]
+    seeds = pooled["seeds"]
     out: list[Check] = []
-
-    def gain(name: str, d: dict, minimum: float, strict: bool, what: str, none_why: str) -> Check:
-        full = prefix + name
-        threshold = f"{'>' if strict else '>='} {minimum:g} (95% CI lower bound)"
-        if not d["n"] or not d.get("ci95_pp"):
-            return Check.not_measurable(full, threshold, none_why)
-        lo = d["ci95_pp"][0]
-        ok = lo > minimum if strict else lo >= minimum
-        return Check(full, lo, threshold, ok, f"{_point(d)}; {what}")
-
-    s = delta["success"]
-    out.append(gain("held-out success delta (pp, CI lower bound)", s, g.success_delta_pp_gt, True,
-                    f"base {_wilson_txt(base['success'])} -> trained {_wilson_txt(trained['success'])}",
-                    "no paired held-out items"))
-
-    v = held["vs_majority"]["success"]
-    answers = ", ".join(f"{t} '{m['answer']}'" for t, m in held["majority"]["by_task"].items())
-    out.append(gain("trained success - majority-class baseline (pp, CI lower bound)", v, g.vs_majority_pp_gt, True,
-                    f"trained {_pct(v['trained'])} vs the majority-class baseline {_pct(v['base'])} (each task's most "
-                    f"common gold answer to every item: {answers}; computed on these items' own labels)",
-                    "no held-out items"))
-
+    s = pooled["success"]
+    out.append(_gain("held-out success delta (pp, CI lower bound)", s, g.success_delta_pp_gt, True,
+                     _rates(s, seeds), "no paired held-out items"))
+    if seeds > 1:
+        rows = [(r["seed_index"], ((r["results"][set_name]["delta"] or {}).get("success") or {}).get("ci95_pp"))
+                for r in report["runs"]]
+        his = [ci[1] for _, ci in rows if ci]
+        worst = min(his) if his else None
+        bad = [f"seed {i} [{ci[0]:+.1f}, {ci[1]:+.1f}] pp" for i, ci in rows if ci and ci[1] < 0]
+        out.append(Check("no seed's success delta CI entirely below 0 (pp, lowest CI upper bound)", worst,
+                         ">= 0 (each seed's paired-bootstrap 95% CI upper bound)", worst is not None and not bad,
+                         ("clearly regressed: " + ", ".join(bad)) if bad else
+                         "every seed's CI reaches 0 or above: " + ", ".join(f"seed {i} {_ci_pp(ci)}" for i, ci in rows)))
+    maj = report["results"][set_name]["majority"]
+    vs = pooled["vs_majority"]
+    v = vs["success"]
+    answers = ", ".join(f"{t} '{m['answer']}'" + ("" if m.get("answer_set", "closed") == "closed" else " (open answer)")
+                        for t, m in maj["by_task"].items())
+    out.append(_gain("trained success - majority-class baseline (pp, CI lower bound)", v, g.vs_majority_pp_gt, True,
+                     f"trained {_pct(v['trained'])} vs the majority-class baseline {_pct(v['base'])} ({answers}; "
+                     f"{maj.get('definition', '')})", "no held-out items"))
     if per_task:
-        for task, d in (delta.get("by_task") or {}).items():
-            out.append(gain(f"{task}: held-out success delta (pp, CI lower bound)", d, g.success_delta_pp_gt, True,
-                            f"base {_pct(d.get('base'))} -> trained {_pct(d.get('trained'))}",
-                            f"no paired {task} items"))
-            vt = (held["vs_majority"].get("by_task") or {}).get(task)
-            if vt is not None:
-                out.append(gain(f"{task}: trained success - majority-class baseline (pp, CI lower bound)", vt,
-                                g.vs_majority_pp_gt, True,
-                                f"trained {_pct(vt.get('trained'))} vs majority-class {_pct(vt.get('base'))}",
-                                f"no {task} items"))
+        for task, d in (pooled.get("by_task") or {}).items():
+            out.append(_gain(f"{task}: held-out success delta (pp, CI lower bound)", d, g.success_delta_pp_gt, True,
+                             _rates(d, seeds), f"no paired {task} items"))
+            m = maj["by_task"].get(task) or {}
+            vt = (vs.get("by_task") or {}).get(task)
+            if vt is not None and m.get("answer_set", "closed") == "closed":
+                out.append(_gain(f"{task}: trained success - majority-class baseline (pp, CI lower bound)", vt,
+                                 g.vs_majority_pp_gt, True,
+                                 f"trained {_pct(vt.get('trained'))} vs majority-class '{m.get('answer')}' "
+                                 f"{_pct(vt.get('base'))}", f"no {task} items"))
+    return out
 
-    out.append(gain("needs-clarification success delta (pp, CI lower bound)", delta["needs_clar_success"],
-                    g.needs_clar_success_pp_min, False,
-                    f"base {_wilson_txt(base['needs_clar_success'])} -> trained {_wilson_txt(trained['needs_clar_success'])}",
-                    "no needs-clarification items in the held-out set"))
 
-    oc = delta["overclar"]
+def behaviour_checks(g, report: dict, set_name: str, prefix: str = "") -> list[Check]:
+    """Clarification, over-clarification and turns, pooled over seeds, on one set."""
+    pooled = report["pooled"][set_name]
+    seeds = pooled["seeds"]
+    out: list[Check] = []
+    nc = pooled["needs_clar_success"]
+    out.append(_gain(prefix + "needs-clarification success delta (pp, CI lower bound)", nc,
+                     g.needs_clar_success_pp_min, False, _rates(nc, seeds),
+                     f"no needs-clarification items in the {set_name} set"))
+
+    oc = pooled["overclar"]
     name = prefix + "over-clarification relative reduction (CI lower bound)"
     threshold = f">= {g.overclar_rel_reduction_min:g} (95% CI lower bound)"
-    rates = f"base {_wilson_txt(base['overclar'])} -> trained {_wilson_txt(trained['overclar'])}"
+    rates = _rates(oc, seeds)
     if not oc["n"]:
-        out.append(Check.not_measurable(name, threshold, "no items without a clarification need in the held-out set"))
+        out.append(Check.not_measurable(name, threshold, f"no items without a clarification need in the {set_name} set"))
     elif not oc["base"] and not oc["trained"]:
         out.append(Check.not_measurable(name, threshold, f"neither model ever over-clarified ({rates}): a relative "
                                         "reduction cannot be measured", measured="0 -> 0"))
@@ -177,37 +228,111 @@ def heldout_checks(g, held: dict, prefix: str = "", per_task: bool = False) -> l
             out.append(Check(name, ci[0], threshold, ci[0] >= g.overclar_rel_reduction_min,
                              f"point estimate {oc['rel_reduction']:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}]; {rates}"))
 
-    t = delta["avg_turns"]
-    name = prefix + "average turns increase (CI upper bound)"
-    threshold = f"<= {g.avg_turns_max_increase:g} (95% CI upper bound)"
-    bt, tt = base["avg_turns"], trained["avg_turns"]
-    constant = (bt["ci95"] and tt["ci95"] and bt["ci95"][0] == bt["ci95"][1] and tt["ci95"][0] == tt["ci95"][1]
-                and bt["mean"] == tt["mean"])
-    if t["base"] is None or not t["ci95"]:
-        out.append(Check.not_measurable(name, threshold, "no paired held-out items"))
-    elif constant:
-        out.append(Check.not_measurable(name, threshold, f"every episode of both models took {bt['mean']:g} turn(s): "
-                                        "turns cannot show a difference", measured=f"{bt['mean']:.3f} -> {tt['mean']:.3f}"))
-    else:
-        ci = t["ci95"]
-        out.append(Check(name, ci[1], threshold, ci[1] <= g.avg_turns_max_increase,
-                         f"point estimate {t['delta']:+.3f}, 95% CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; "
-                         f"base {t['base']:.3f} -> trained {t['trained']:.3f} turns"))
-
-    name = "hard-bucket success delta, hotpotqa+strategyqa (pp, CI lower bound)"
-    if not set(base["by_task"]) & set(HARD_TASKS):
-        out.append(Check.not_applicable(prefix + name, "the held-out set has no hotpotqa or strategyqa items "
-                                        f"(tasks: {', '.join(base['by_task'])})"))
-    else:
-        out.append(gain(name, delta["hard_hq_sq"], g.hard_success_pp_min, False,
-                        f"base {_wilson_txt(base['hard_hq_sq'])} -> trained {_wilson_txt(trained['hard_hq_sq'])}",
-                        "no hard hotpotqa/strategyqa items in the held-out set"))
+    t = pooled["avg_turns"]
+    out.append(turns_check(g, t, prefix, set_name))
     return out
 
 
+def turns_check(g, t: dict, prefix: str, set_name: str) -> Check:
+    name = prefix + "average turns increase (CI upper bound)"
+    threshold = f"<= {g.avg_turns_max_increase:g} (95% CI upper bound)"
+    if t["base"] is None or not t["ci95"]:
+        return Check.not_measurable(name, threshold, f"no paired {set_name} items")
+    if t.get("constant") is not None:
+        return Check.not_measurable(name, threshold, f"every episode of both models took {t['constant']:g} turn(s): "
+                                    "turns cannot show a difference", measured=f"{t['base']:.3f} -> {t['trained']:.3f}")
+    ci = t["ci95"]
+    return Check(name, ci[1], threshold, ci[1] <= g.avg_turns_max_increase,
+                 f"point estimate {t['delta']:+.3f}, 95% CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; "
+                 f"base {t['base']:.3f} -> trained {t['trained']:.3f} turns")
+
+
+def judged_checks(g, report: dict, held_name: str) -> list[Check]:
+    """Every RC1 threshold, pooled over the report's runs: success on the judged set, each behaviour check on
+    the first set that can measure it by construction, and (with a fit) non-inferiority on the shadow set."""
+    from rc1.eval.splits import FITTED, HELDOUT
+
+    order = [held_name] + ([HELDOUT] if held_name != HELDOUT and HELDOUT in report["pooled"] else [])
+
+    def first(kind: str) -> str | None:
+        for name in order:
+            k = measures(report, name).get(kind)
+            if k is None or k > 0:
+                return name
+        return None
+
+    def pre(name: str) -> str:
+        return "" if name == held_name else f"{name} set: "
+
+    out = success_checks(g, report, held_name, per_task=held_name == FITTED)
+    clar = first("needs_clarification")
+    behaviour = behaviour_checks(g, report, clar or held_name, pre(clar or held_name))
+    if clar is None:  # no set of this run has an item that needs clarification (a custom task without any)
+        behaviour[0] = Check.not_applicable("needs-clarification success delta (pp, CI lower bound)",
+                                            "no item of any set needs clarification: " + ", ".join(order))
+    turns = first("multi_turn")
+    if turns != clar:
+        behaviour[-1] = (turns_check(g, report["pooled"][turns]["avg_turns"], pre(turns), turns) if turns else
+                         Check.not_applicable("average turns increase (CI upper bound)",
+                                              "every item of every set is single-turn: " + ", ".join(order)))
+    out += behaviour
+    name = "hard-bucket success delta, hotpotqa+strategyqa (pp, CI lower bound)"
+    hard = first("hard_hq_sq")
+    if hard is None or not set(report["results"][hard]["base"]["by_task"]) & set(HARD_TASKS):
+        tasks = "; ".join(f"{n}: {', '.join(report['results'][n]['base']['by_task'])}" for n in order)
+        out.append(Check.not_applicable(name, "no set has hard hotpotqa or strategyqa items "
+                                        f"(tasks: {tasks if len(order) > 1 else tasks.split(': ', 1)[1]})"))
+    else:
+        d = report["pooled"][hard]["hard_hq_sq"]
+        out.append(_gain(pre(hard) + name, d, g.hard_success_pp_min, False, _rates(d, d.get("seeds") or 1),
+                         f"no hard hotpotqa/strategyqa items in the {hard} set"))
+    if held_name != HELDOUT and HELDOUT in report["pooled"]:
+        out.append(noninferiority_check(g, report))
+    return out
+
+
+def heldout_checks(g, held: dict, prefix: str = "", per_task: bool = False) -> list[Check]:
+    """The RC1 thresholds on ONE run's view of one set (rc1.eval.harness.run_view), as the gate judges a
+    single seed: success (per task with `per_task`), the majority-class margin, the behaviour checks and
+    the hard bucket, all on that set."""
+    base, trained, delta = held["base"], held["trained"], held["delta"]
+    bt, tt = base["avg_turns"], trained["avg_turns"]
+    constant = (bt["mean"] if bt["ci95"] and tt["ci95"] and bt["ci95"][0] == bt["ci95"][1]
+                and tt["ci95"][0] == tt["ci95"][1] and bt["mean"] == tt["mean"] else None)
+    one = {"seeds": 1, **{k: delta[k] for k in ("success", "by_task", "hard_hq_sq", "needs_clar_success", "overclar")},
+           "avg_turns": {**delta["avg_turns"], "constant": constant}, "vs_majority": held["vs_majority"]}
+    report = {"pooled": {"set": one}, "results": {"set": {"base": base, "majority": held["majority"]}}, "sets": {},
+              "runs": []}
+    out = success_checks(g, report, "set", per_task) + behaviour_checks(g, report, "set")
+    name = "hard-bucket success delta, hotpotqa+strategyqa (pp, CI lower bound)"
+    if not set(base["by_task"]) & set(HARD_TASKS) or not base["hard_hq_sq"]["n"]:
+        out.append(Check.not_applicable(name, f"no hard hotpotqa or strategyqa items (tasks: {', '.join(base['by_task'])})"))
+    else:
+        out.append(_gain(name, delta["hard_hq_sq"], g.hard_success_pp_min, False, _rates(delta["hard_hq_sq"], 1),
+                         "no hard hotpotqa/strategyqa items"))
+    from dataclasses import replace
+
+    return [replace(c, name=prefix + c.name) for c in out]
+
+
+def noninferiority_check(g, report: dict) -> Check:
+    """The full-difficulty shadow set guards a fitted run against regressing outside the fitted levels."""
+    from rc1.eval.splits import HELDOUT
+
+    name = "shadow set: success delta, non-inferiority (pp, CI lower bound)"
+    threshold = f">= {g.shadow_noninferiority_pp:g} (95% CI lower bound, on >= {g.shadow_min_n} items)"
+    d = report["pooled"][HELDOUT]["success"]
+    n = report["sets"][HELDOUT]["n"]
+    if n < g.shadow_min_n:
+        return Check(name, None, threshold, False,
+                     f"the shadow set has {n} items ({report['sets'][HELDOUT]['path']}); non-inferiority needs "
+                     f">= {g.shadow_min_n}: raise eval.n_shadow")
+    chk = _gain(name, d, g.shadow_noninferiority_pp, False, _rates(d, d.get("seeds") or 1), "no paired shadow items")
+    return chk
+
+
 def evaluate(ctx: GateContext) -> GateResult:
-    from rc1.eval.harness import HELDOUT, REPORT_VERSION, latest_report, run_view
-    from rc1.eval.splits import FITTED
+    from rc1.eval.harness import HELDOUT, REPORT_VERSION, latest_report
 
     g = ctx.gates.eval
     res = GateResult(GATE)
@@ -230,7 +355,8 @@ def evaluate(ctx: GateContext) -> GateResult:
         report = json.loads(path.read_text())
         held_name = report.get("heldout_set", HELDOUT)
         runs = report["runs"]
-        views = [run_view(report, r, held_name) for r in runs]
+        if runs and held_name not in (report.get("pooled") or {}):
+            raise KeyError("pooled")  # version 3 reports pool the seeds per set
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         res.checks.append(Check("eval report readable", None, f"eval report JSON version {REPORT_VERSION}", False,
                                 f"{rel}: {exc.__class__.__name__}: {exc} (written by an older rc1? run `rc1 eval` again)"))
@@ -248,7 +374,7 @@ def evaluate(ctx: GateContext) -> GateResult:
         res.notes.append(f"with n={mde['n']} the smallest success increase a paired test detects (80% power, "
                          f"alpha 0.05) is {100 * mde['mde']:.1f} pp")
     multi = len(runs) > 1
-    for run, held in zip(runs, views):
+    for run in runs:
         prefix = f"seed {run['seed_index']}: " if multi else ""
         current, why, ev = _checkpoint_current(ctx, run)
         if ev is not None:
@@ -258,15 +384,10 @@ def evaluate(ctx: GateContext) -> GateResult:
         ended = _run_ended(ctx, run, res)
         res.checks.append(Check(prefix + ended.name, ended.measured, ended.threshold, ended.passed, ended.detail,
                                 ended.status))
-        if current:
-            res.checks.extend(heldout_checks(g, held, prefix, per_task=held_name == FITTED))
-    if held_name == FITTED and HELDOUT in report["results"]:
-        for run in runs:
-            sh = run_view(report, run, HELDOUT)
-            d = (sh.get("delta") or {}).get("success") or {}
-            if d.get("n"):
-                res.notes.append(f"{'seed ' + str(run['seed_index']) + ': ' if multi else ''}full-difficulty shadow set "
-                                 f"(reported, not judged): {_point(d)}")
+    res.checks.extend(judged_checks(g, report, held_name))
+    if multi:
+        res.notes.append(f"{len(runs)} seeds pooled: each threshold is judged on the mean delta over seeds with a "
+                         "two-level bootstrap CI (seeds, then items)")
     if multi and report.get("spread"):
         d = report["spread"][held_name]["delta_pp"]
         res.notes.append(f"{len(runs)} seeds: held-out success delta min {d['min']:+.1f} / mean {d['mean']:+.1f} / "

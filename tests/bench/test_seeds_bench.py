@@ -76,3 +76,24 @@ def test_the_benchmark_reads_the_eval_of_its_own_config_and_every_gates_failing_
         {"results": [{"checks": [{"name": "steps", "status": "pass"}, kl]}]}))
     assert _gate_verdicts(ws) == {"training_done": {"failing": [
         {"name": kl["name"], "measured": 0.081, "threshold": "<= 0.075"}]}}
+
+
+def test_summary_reports_the_pooled_estimate_beside_the_seeds():
+    from rc1.bench.seeds import _table
+    from rc1.eval.metrics import EpisodeRecord, pooled_compare
+
+    def rec(i, ok):
+        return EpisodeRecord(f"i{i}", "strategyqa", "medium", False, ok, float(ok), 0, 1, 0, False)
+
+    base_recs = [rec(i, i < 50) for i in range(100)]
+    runs_recs = [[rec(i, (i < 50 and not 5 * s <= i < 5 * s + 10) or 50 + 7 * s <= i < 70 + 7 * s) for i in range(100)]
+                 for s in range(3)]                                  # +10 pp each, different items
+    base = {"base": {"success": {"rate": 0.5, "n": 100}}, "majority": {"overall": {"rate": 0.5}}}
+    report = {"heldout_set": "shadow", "results": {"shadow": base},
+              "pooled": {"shadow": pooled_compare(base_recs, runs_recs)},
+              "runs": [_run(i, 1 + 10 * i, 0.6, 10.0, [-1.0, 21.0]) for i in range(3)]}
+    s = summarize(report)
+    p = s["sets"]["shadow"]["pooled"]
+    assert s["seeds_with_ci_above_0"] == 0 and s["pooled_ci_above_0"]      # no seed alone, the pooled three do
+    assert p["seeds"] == 3 and p["delta_pp"] == 10.0 and 0 < p["ci95_pp"][0] < 10
+    assert "pooled" in _table(s) and "mean of 3 seeds" in _table(s)

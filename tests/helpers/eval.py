@@ -93,44 +93,61 @@ def items_for(records, answer=lambda i: f"unique answer {i}") -> list[dict]:
 
 
 def crafted_report(ws, base, runs, *, items=None, profile: str = "laptop",
-                   name: str = "eval_20261122_000001.json"):
-    """An eval report (the harness's v2 layout) from records; `runs` = [(ckpt, trained records, end_file,
-    run_dir)], end_file/run_dir may be None. Written atomically with its sidecar, as `rc1 eval` does."""
-    from rc1.eval.harness import REPORT_VERSION
-    from rc1.eval.metrics import compare, flat_split, majority_baseline, mde_table, summarize, versus_baseline
+                   name: str = "eval_20261122_000001.json", sets: dict | None = None, heldout_set: str = "shadow",
+                   train_items=None):
+    """An eval report (the harness's layout) from records; `runs` = [(ckpt, trained records, end_file,
+    run_dir)], end_file/run_dir may be None. Written atomically with its sidecar, as `rc1 eval` does.
+
+    `sets` (optional) = {set name: {"base": records, "trained": [records per run], "items": items or None,
+    "measures": what the set measures by construction (rc1.eval.harness.set_measures) or None, "n": items}}:
+    several sets (e.g. fitted + shadow); the runs' own trained records are then ignored. `train_items`: the
+    training split the majority-class baseline is chosen on."""
+    from rc1.eval.harness import REPORT_VERSION, runs_spread
+    from rc1.eval.metrics import (compare, flat_split, majority_baseline, mde_table, pooled_compare, summarize,
+                                  versus_baseline)
     from rc1.eval.runs import read_end
     from rc1.runtime.atomic import atomic_write_json
     from rc1.runtime.fingerprint import register_artifact, sha256_file
 
-    maj = majority_baseline(items or items_for(base))
-    sb = summarize(base)
+    if sets is None:
+        sets = {"shadow": {"base": base, "trained": [r[1] for r in runs], "items": items}}
+    results, pooled, described, per_run = {}, {}, {}, [dict() for _ in runs]
+    for set_name, spec in sets.items():
+        b = spec["base"]
+        maj = majority_baseline(spec.get("items") or items_for(b), train_items,
+                                train_source="data/train.jsonl" if train_items else None)
+        sb = summarize(b)
+        results[set_name] = {"base": sb, "majority": maj, "base_vs_majority": versus_baseline(b, maj["items"]),
+                             "mde": mde_table(b), "split": flat_split(sb, None)}
+        pooled[set_name] = pooled_compare(b, spec["trained"], maj["items"])
+        described[set_name] = {"path": f"data/{set_name}.jsonl", "n": spec.get("n", len(b)), "n_file": len(b),
+                               "sha256": "0" * 64, "role": set_name,
+                               **({"measures": spec["measures"]} if spec.get("measures") else {})}
+        for i, trained in enumerate(spec["trained"]):
+            st, d = summarize(trained), compare(b, trained)
+            per_run[i][set_name] = {"trained": st, "delta": d, "vs_majority": versus_baseline(trained, maj["items"]),
+                                    "split": flat_split(st, d)}
     entries = []
     for i, (ckpt, trained, end_file, run_dir) in enumerate(runs):
-        st, d = summarize(trained), compare(base, trained)
         end = read_end(ws, end_file).to_dict() if end_file else {"end_file": "", "exists": False, "reason": None,
                                                                   "stopped_early": None, "train_dtype": "unknown"}
+        n = len(next(iter(sets.values()))["base"])
         entries.append({"seed_index": i, "seed": 100 + i, "run_dir": run_dir or ws.rel(Path(ckpt).parent),
                         "checkpoint": {"path": ws.rel(ckpt), "step": 10,
                                        "manifest_sha256": sha256_file(Path(ckpt) / "manifest.json")},
-                        "training": end,
-                        "results": {"shadow": {"trained": st, "delta": d, "vs_majority": versus_baseline(trained, maj["items"]),
-                                               "split": flat_split(st, d)}},
+                        "training": end, "results": per_run[i],
                         "metric": {"name": "success", "split": None, "value": None}, "best": None,
-                        "throughput": {"episodes": len(trained), "seconds": 1.0, "episodes_per_s": len(trained)}})
-    from rc1.eval.harness import runs_spread
+                        "throughput": {"episodes": n, "seconds": 1.0, "episodes_per_s": n}})
 
-    doc = {"kind": "eval", "version": REPORT_VERSION, "profile": profile, "heldout_set": "shadow", "dev_set": None,
+    doc = {"kind": "eval", "version": REPORT_VERSION, "profile": profile, "heldout_set": heldout_set, "dev_set": None,
            "run_dir": entries[0]["run_dir"] if len(entries) == 1 else None,
            "checkpoint": entries[0]["checkpoint"] if len(entries) == 1 else None,
            "dtype": {"eval": "fp32", "requested": "auto", "device": "cpu", "cpu_native_bf16": False,
                      "train": sorted({e["training"]["train_dtype"] for e in entries})},
-           "sets": {"shadow": {"path": "data/shadow.jsonl", "n": len(base), "n_file": len(base), "sha256": "0" * 64,
-                               "role": "held-out"}},
-           "model": {"base": "random:qwen3-tiny"}, "generation": {"max_new_tokens": 8},
-           "results": {"shadow": {"base": sb, "majority": maj, "base_vs_majority": versus_baseline(base, maj["items"]),
-                                  "mde": mde_table(base), "split": flat_split(sb, None)}},
-           "runs": entries, "spread": {"shadow": runs_spread(entries, "shadow")} if len(entries) > 1 else None,
-           "throughput": {"base": {"episodes": len(base), "cached": True, "cached_sets": ["shadow"]},
+           "sets": described, "model": {"base": "random:qwen3-tiny"}, "generation": {"max_new_tokens": 8},
+           "results": results, "runs": entries, "pooled": pooled if entries else None,
+           "spread": {s: runs_spread(entries, s) for s in sets} if len(entries) > 1 else None,
+           "throughput": {"base": {"episodes": len(base or []), "cached": True, "cached_sets": list(sets)},
                           "runs": [e["throughput"] for e in entries]}}
     p = atomic_write_json(ws.reports / name, doc)
     register_artifact(ws, p, "eval")
