@@ -189,6 +189,9 @@ class Pipeline:
                   lambda: past() or self.artifacts_ok(layout.LEARNING_SIGNAL_REPORT) and self.signal_current()),
             Stage("gate: round2", ["advance", "--to", "round2", "--config", c], lambda: past()),
             *self._train_stages(),
+            # how far each trained policy drifted from the reference, on fixed prompts with a CI: the training_done
+            # gate judges it
+            Stage("drift", ["drift", "--config", c], lambda: self.state_at_least("eval") or self.drift_current()),
             Stage("gate: training done", ["advance", "--to", "eval", "--config", c],
                   lambda: self.state_at_least("eval")),
             Stage("eval", ["eval", "--config", c],  # held-out + dev (best/ is chosen on dev; eval.n_dev sizes it)
@@ -213,6 +216,22 @@ class Pipeline:
                       lambda i=i: self.state_at_least("eval") or self._training_finished(i),
                       watch=lambda i=i: self.training_progress(i))
                 for i in range(n)]
+
+    def drift_current(self) -> bool:
+        """Every seed run's drift report verifies and measured that run's current latest checkpoint."""
+        from rc1.eval.drift import drift_report_path
+        from rc1.runtime.checkpoint import MANIFEST_FILE, read_latest
+        from rc1.runtime.fingerprint import sha256_file
+
+        for i in range(len(self.cfg.seed_list)):
+            rel = drift_report_path(i)
+            latest = read_latest(self.ws.path(self.cfg.seed_run(i).checkpoint_dir))
+            if latest is None or not self.artifacts_ok(rel):
+                return False
+            rep = json.loads(self.ws.path(rel).read_text())
+            if (rep.get("checkpoint") or {}).get("manifest_sha256") != sha256_file(latest / MANIFEST_FILE):
+                return False
+        return True
 
     def _resumable(self, seed_index: int = 0) -> bool:
         latest = self.ws.path(self.cfg.seed_run(seed_index).checkpoint_dir) / "latest"

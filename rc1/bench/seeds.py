@@ -13,7 +13,9 @@ records each gate's failing checks beside the gains: a measurement, not a pass. 
 
 The result, from the eval report the pipeline wrote: per seed, base and trained success on the set the
 RC1 gate judges (the fitted held-out items when the difficulty fit is on) with the paired bootstrap 95 %
-CI of the gain, the same on the shadow set beside it, and whether every seed's CI lower bound is above 0.
+CI of the gain, the same on the shadow set beside it; and, per set, the seeds POOLED as the RC1 gate judges
+them (the mean gain with its two-level bootstrap CI over seeds and items) beside the per-seed rows, with
+how many seeds' own CIs clear 0 (a count for the reader; the gate judges the pooled CI).
 """
 
 from __future__ import annotations
@@ -77,8 +79,14 @@ def summarize(report: dict) -> dict:
                          "base": base["rate"], "trained": r["trained"]["success"]["rate"],
                          "delta_pp": d["delta_pp"], "ci95_pp": d["ci95_pp"],
                          "stopped_early": run["training"].get("stopped_early")})
-        out["sets"][name] = {"majority": report["results"][name]["majority"]["overall"]["rate"], "per_seed": rows}
+        pooled = ((report.get("pooled") or {}).get(name) or {}).get("success") or {}
+        out["sets"][name] = {"majority": report["results"][name]["majority"]["overall"]["rate"], "per_seed": rows,
+                             "pooled": {"n": pooled.get("n"), "seeds": pooled.get("seeds"), "base": pooled.get("base"),
+                                        "trained": pooled.get("trained"), "delta_pp": pooled.get("delta_pp"),
+                                        "ci95_pp": pooled.get("ci95_pp")} if pooled else None}
     rows = out["sets"][decisive]["per_seed"]
+    pooled = out["sets"][decisive]["pooled"]
+    out["pooled_ci_above_0"] = bool(pooled and pooled["ci95_pp"] and pooled["ci95_pp"][0] > 0)
     out["seeds_with_ci_above_0"] = sum(r["ci95_pp"][0] > 0 for r in rows)
     out["all_seeds_ci_above_0"] = bool(rows) and out["seeds_with_ci_above_0"] == len(rows)
     return out
@@ -95,8 +103,14 @@ def _table(summary: dict) -> str:
             lines.append(f"  {r['seed_index']} ({r['seed']})".ljust(18) + f" {r['n']:>4} {r['base']:>7.1%} "
                          f"{r['trained']:>8.1%} {r['delta_pp']:>+7.1f}pp  [{lo:+.1f}, {hi:+.1f}]"
                          + ("  STOPPED EARLY" if r["stopped_early"] else ""))
+        p = s.get("pooled")
+        if p and p["ci95_pp"]:
+            lo, hi = p["ci95_pp"]
+            lines.append(f"  {'pooled':<16} {p['n']:>4} {p['base']:>7.1%} {p['trained']:>8.1%} {p['delta_pp']:>+7.1f}pp"
+                         f"  [{lo:+.1f}, {hi:+.1f}]  (mean of {p['seeds']} seeds, two-level bootstrap)")
     lines.append(f"{summary['seeds_with_ci_above_0']} of {len(summary['sets'][summary['set']]['per_seed'])} seeds "
-                 f"with a gain whose CI lower bound is above 0 on the {summary['set']} set")
+                 f"with a gain whose CI lower bound is above 0 on the {summary['set']} set; pooled CI lower bound "
+                 + ("above 0" if summary.get("pooled_ci_above_0") else "not above 0"))
     return "\n".join(lines)
 
 
@@ -148,5 +162,27 @@ def run(ws, quick: bool = False, config: str = "configs/local.yaml", seeds: int 
         return result
     result["eval_report"] = ws.rel(path)
     result["summary"] = summarize(report)
+    result["drift"] = drift_rows(ws, seeds)
     print(_table(result["summary"]), flush=True)
+    for d in result["drift"]:
+        ci = d["per_token_ci"] or [float("nan")] * 2
+        print(f"drift seed {d['seed_index']}: per-token KL {d['per_token']:.4f} [{ci[0]:.4f}, {ci[1]:.4f}] "
+              f"(bound {d['bound']}; step {d['step']})", flush=True)
     return result
+
+
+def drift_rows(ws, seeds: int) -> list[dict]:
+    """Each seed's drift measurement (rc1 drift, the training_done gate's input), where it was made."""
+    import json
+
+    from rc1.eval.drift import drift_report_path
+
+    rows = []
+    for i in range(seeds):
+        p = ws.path(drift_report_path(i))
+        if p.exists():
+            rep = json.loads(p.read_text())
+            rows.append({"seed_index": i, "step": rep["checkpoint"]["step"], "per_token": rep["per_token"]["mean"],
+                         "per_token_ci": rep["per_token"]["ci"], "per_sequence": rep["per_sequence"]["mean"],
+                         "bound": rep.get("bound"), "tokens": rep.get("tokens")})
+    return rows

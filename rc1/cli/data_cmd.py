@@ -182,6 +182,10 @@ def register(app: typer.Typer) -> None:
         ws, cfg, run = _opened(config)
         specs, single = _custom_tasks(ws, cfg, source, verifier, task, heldout)
         mix_d, tasks = _mix_and_tasks(ws, cfg, specs, mix, single)
+        if n is None and "n" in run.pool.model_fields_set:  # set in the config: it must fit the task files
+            from rc1.data.generic import check_set_sizes
+
+            check_set_sizes(tasks, mix_d, "pool.n", run.pool.n)
         if n is None and "n" not in run.pool.model_fields_set:  # unset: a custom-only mix takes all its items
             generated = any(t not in tasks and w > 0 for t, w in mix_d.items())
             n = run.pool.n if generated else int(min(len(tasks[t].train) / w for t, w in mix_d.items() if w > 0) + 1e-9)
@@ -290,6 +294,9 @@ def register(app: typer.Typer) -> None:
         specs, single = _custom_tasks(ws, cfg, source, verifier, task, heldout)
         mix_d, tasks = _mix_and_tasks(ws, cfg, specs, mix, single)
         if n is None and "shadow_n" in run.pool.model_fields_set:  # unset: the set's own default (all held-out items)
+            from rc1.data.generic import check_set_sizes
+
+            check_set_sizes(tasks, mix_d, "pool.shadow_n", run.pool.shadow_n)
             n = run.pool.shadow_n
         out = out or run.data.shadow_path
         info = make_shadow_set(ws, n=n, seed=_or(seed, run.pool.shadow_seed), stratify=stratify, out=out,

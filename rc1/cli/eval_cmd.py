@@ -85,6 +85,40 @@ def register(app: typer.Typer) -> None:
                        f"{t['episodes_per_s']:.2f} episodes/s")
         typer.echo(f"wrote {ws.rel(path)}")
 
+    @app.command("drift")
+    def drift_cmd(
+        config: Annotated[str, typer.Option("--config", "-c", help="run config (relative to the workspace)")],
+        seed_index: Annotated[Optional[int], typer.Option("--seed-index", min=0, help="only this seed's training run "
+                                                                                      "(default: every seed)")] = None,
+    ) -> None:
+        """How far each trained run's latest checkpoint drifted from the reference: exact per-token KL on fixed
+        prompts with a prompt-level bootstrap CI → reports/drift/seed_<i>.json (the training_done gate reads it)."""
+        from rc1.config.load import load_run_gates, load_train_config
+        from rc1.eval.drift import measure_drift
+        from rc1.runtime.logs import setup_logging
+
+        ws = workspace().ensure()
+        cfg = load_train_config(config, ws)
+        td = load_run_gates(cfg, ws).training_done
+        setup_logging(ws, console=False)
+        target = cfg.effective_target_kl
+        bound = td.kl_tolerance * target if target is not None else None
+        indices = [seed_index] if seed_index is not None else list(range(len(cfg.seed_list)))
+        for i in indices:
+            path, rep = measure_drift(ws, cfg, i, n_prompts=td.drift_prompts, samples=td.drift_samples, bound=bound,
+                                      confidence=td.drift_confidence, progress=lambda m: typer.echo(f"  {m}"))
+            tok, seq = rep["per_token"], rep["per_sequence"]
+            ci = tok["ci"] or [float("nan")] * 2
+            verdict = ("" if bound is None else
+                       " — ABOVE the bound (CI lower bound)" if ci[0] > bound else
+                       " — point estimate above the bound, CI reaches under it (warning)" if tok["mean"] > bound else
+                       " — within the bound")
+            typer.echo(f"seed {i} ({rep['checkpoint']['path']}): per-token KL {tok['mean']:.4f} nats, "
+                       f"{round(100 * tok['confidence'])}% CI [{ci[0]:.4f}, {ci[1]:.4f}]; per sequence "
+                       f"{seq['mean']:.3f}; bound {bound if bound is None else f'{bound:.4g}'}{verdict}")
+            typer.echo(f"  {rep['prompts']['n']} prompts x {rep['samples_per_prompt']} answers, {rep['tokens']} tokens, "
+                       f"{sum(rep['seconds'].values()):.1f} s; wrote {ws.rel(path)}")
+
     @app.command("report")
     def report_cmd(
         config: Annotated[Optional[str], typer.Option("--config", "-c", help="run config (relative to the workspace)")] = None,

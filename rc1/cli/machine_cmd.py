@@ -56,6 +56,10 @@ def register(app: typer.Typer) -> None:
             "--accept-early-stop", metavar="WHY",
             help="accept that this config's training run(s) stopped early, for the RC1 gate (audited; "
                  "names the run's end record, so it never applies to a later run)")] = None,
+        accept_divergence: Annotated[Optional[str], typer.Option(
+            "--accept-divergence", metavar="WHY",
+            help="accept this config's training run(s) reward/success divergence alerts, for the training_done gate "
+                 "(audited; names the run's end record)")] = None,
     ) -> None:
         """Run every gate on the way to STATE. Exit 0 reached, 3 a gate refused, 2 config error."""
         from rc1.machine.service import advance as do_advance
@@ -63,6 +67,8 @@ def register(app: typer.Typer) -> None:
         ws = workspace()
         if accept_early_stop is not None:
             _accept_early_stop(ws, to, config, accept_early_stop)
+        if accept_divergence is not None:
+            _accept_divergence(ws, to, config, accept_divergence)
 
         def on_gate(gate, results):
             print_checks(results)
@@ -111,3 +117,24 @@ def _accept_early_stop(ws, to: str, config: str | None, why: str) -> None:
     for e in accept_early_stop(ws, load_train_config(path, ws), why, config_path=path):
         typer.echo(f"accepted early stop of {e['run_dir']} ({e['reason']} at step {e['step']}/{e['max_steps']}, "
                    f"{e['end_record']} sha256 {e['end_record_sha256'][:12]}): recorded in {store.AUDIT_FILE}")
+
+
+def _accept_divergence(ws, to: str, config: str | None, why: str) -> None:
+    """Record the operator's acceptance of divergence alerts before the gates run (rc1.eval.runs)."""
+    from rc1.config.load import load_train_config
+    from rc1.eval.runs import accept_divergence
+    from rc1.state import store
+    from rc1.machine.service import resolve_state
+    from rc1.state.table import STATES
+    from rc1.runtime.errors import ConfigError
+
+    target = resolve_state(to)
+    if STATES.index(target) < STATES.index("eval"):
+        raise ConfigError(f"--accept-divergence is for the training_done gate (training -> eval); --to {to} does not "
+                          "pass it")
+    path = config or store.load_record(ws).config_path
+    if path is None:
+        raise ConfigError("--accept-divergence needs --config (which run's training to accept)")
+    for e in accept_divergence(ws, load_train_config(path, ws), why, config_path=path):
+        typer.echo(f"accepted {e['alerts']} divergence alert(s) of {e['run_dir']} ({e['end_record']} sha256 "
+                   f"{e['end_record_sha256'][:12]}): recorded in {store.AUDIT_FILE}")

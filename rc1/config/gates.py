@@ -101,7 +101,12 @@ class LearningSignalGate(Strict):
 
 
 class TrainingDoneGate(Strict):
-    kl_tolerance: float = Field(1.5, ge=1, description="the run's last-window mean KL may exceed target_kl by this factor")
+    kl_tolerance: float = Field(1.5, ge=1, description="drift bound = kl_tolerance x target_kl: the trained policy's "
+                                                       "per-token KL to the reference on fixed prompts (rc1 drift) is "
+                                                       "refused when its CI lower bound exceeds it")
+    drift_prompts: int = Field(64, ge=8, description="fixed prompts (dev + held-out) the drift is measured on")
+    drift_samples: int = Field(4, ge=1, description="answers sampled per prompt at the training temperature")
+    drift_confidence: float = Field(0.95, gt=0.5, lt=1, description="confidence of the prompt-level bootstrap CI")
 
 
 class ResourcesGate(Strict):
@@ -144,6 +149,10 @@ class EvalGate(Strict):
     overclar_rel_reduction_min: float = Field(0.20, ge=0, le=1)
     avg_turns_max_increase: float = Field(0.0, description="average turns delta: CI upper bound must not exceed it")
     hard_success_pp_min: float = 5.0
+    shadow_noninferiority_pp: float = Field(
+        -5.0, description="with a difficulty fit: the success delta on the full-difficulty shadow set, CI lower bound "
+                          "must reach this (pp; non-inferiority)")
+    shadow_min_n: int = Field(200, ge=1, description="shadow items the non-inferiority check needs (fewer: it fails)")
 
 
 class ScaleGate(Strict):

@@ -85,6 +85,9 @@ class EngineSection(Strict):
     warmup_steps: int = Field(0, ge=0)
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     clip_coef: float = Field(0.2, gt=0)
+    clip_coef_high: float | None = Field(
+        None, gt=0, description="GRPO/RLOO: the ratio's upper clip 1 + clip_coef_high (DAPO's clip-higher, 0.28 in "
+                                "DAPO and TRL/verl recipes; usually with strategy.kl_coef 0); None: clip_coef")
     max_grad_norm: float = Field(1.0, gt=0)
     target_kl: float | None = Field(None, gt=0, description="alias of the top-level target_kl (same units)")
 
@@ -305,10 +308,16 @@ class DatasetsSection(Strict):
         return check_mix(v, info.data["tasks"].keys() if "tasks" in info.data else None)
 
 
+# Pool sizes that follow from a custom task's file: `auto` (or leaving the key out) takes every item its file
+# gives after the held-out split (rc1 data build-pool / shadow-set), so a copied config fits another file.
+AUTO_POOL_SIZES = ("n", "shadow_n")
+
+
 class PoolSection(Strict):
     """How the seed pool is built (rc1 data build-pool)."""
 
-    n: int = Field(30000, ge=1)
+    n: int = Field(30000, ge=1, description="pool items; `auto` or left out: a mix of custom tasks only takes every "
+                                            "training item of their files, else 30,000")
     max_turns: int = Field(6, ge=1, le=16)
     clarify_rate: float = Field(0.30, ge=0, le=1)
     tools: list[Literal["wiki", "calc"]] = Field(default_factory=lambda: ["wiki", "calc"])
@@ -316,12 +325,21 @@ class PoolSection(Strict):
     seed: int = 20250821
     out: str = layout.POOL
     v1_pool: str | None = Field(None, description="previous pool for the 3-gram KL check; default: a v1 pool rc1 builds")
-    shadow_n: int = Field(245, ge=1)
+    shadow_n: int = Field(245, ge=1, description="shadow (held-out) set items; `auto` or left out: a mix of custom "
+                                                 "tasks only takes every held-out item of their files, else 245")
     shadow_seed: int = 20250820
     difficulty_target: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_DIFFICULTY_TARGET))
     levels: dict[str, tuple[int, int]] = Field(
         default_factory=dict, description="ladder level range [lowest, highest] per built-in task (rc1.data.ladder); "
                                           "a task not named keeps today's easy / medium / hard generator")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_sizes(cls, data):
+        """`n: auto` is the key left out: the stage that builds the set derives the size from the task file."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not (k in AUTO_POOL_SIZES and v == "auto")}
+        return data
 
     @field_validator("levels")
     @classmethod
@@ -480,9 +498,13 @@ class MonitorSection(Strict):
 
     window: int = Field(8, ge=4, description="metrics lines in the divergence window; optimizer steps in the KL window")
     alpha: float = Field(0.05, gt=0, lt=1, description="one-sided p-value of the reward's rising trend (Kendall)")
-    kl_control: Literal["adaptive", "early_stop"] = Field(
-        "adaptive", description="hold the KL near target_kl by adapting the KL coefficient, or stop the run")
-    kl_adapt_rate: float = Field(0.1, gt=0, le=1, description="adaptive: relative change of the coefficient per optimizer step")
+    kl_control: Literal["adaptive", "adaptive_sign", "early_stop", "none"] = Field(
+        "adaptive", description="adaptive: hold the MEAN KL at target_kl (unclipped update of log coef); "
+                                "adaptive_sign: the earlier +-20 % clipped controller (holds the median); early_stop: "
+                                "stop the run; none: a fixed coefficient (the KL is logged and alerted either way)")
+    kl_adapt_rate: float = Field(0.1, gt=0, le=1, description="adaptive: gain of the log-coefficient update "
+                                                              "(log coef += rate x (KL / target - 1)); adaptive_sign: "
+                                                              "relative change of the coefficient per optimizer step")
     kl_stop_factor: float = Field(1.5, ge=1, description="early_stop: stop when the window's mean KL exceeds this x target_kl")
     kl_coef_min: float | None = Field(
         None, gt=0, description="adaptive: the coefficient never falls below this (at most strategy.kl_coef). While "
@@ -616,10 +638,11 @@ class TrainConfig(Strict):
         if self.seeds and "seed" in self.run.model_fields_set and self.run.seed != self.seeds[0]:
             raise ValueError(f"run.seed ({self.run.seed}) must be seeds[0] ({self.seeds[0]}): seed i of `seeds` "
                              "is trained by `rc1 train --seed-index i`")
-        if (self.effective_target_kl is not None and self.monitor.kl_control == "adaptive"
+        if (self.effective_target_kl is not None and self.monitor.kl_control in ("adaptive", "adaptive_sign")
                 and self.strategy.name in ("grpo", "rloo", "ppo") and self.strategy.kl_coef == 0):
-            raise ValueError("monitor.kl_control: adaptive needs strategy.kl_coef > 0 to adapt (it is 0); set a "
-                             "starting kl_coef, or use kl_control: early_stop")
+            raise ValueError(f"monitor.kl_control: {self.monitor.kl_control} needs strategy.kl_coef > 0 to adapt (it "
+                             "is 0); set a starting kl_coef, or use kl_control: none (beta 0; the drift bound still "
+                             "judges the trained policy) or early_stop")
         if self.monitor.kl_coef_min is not None and self.monitor.kl_coef_min > self.strategy.kl_coef:
             raise ValueError(f"monitor.kl_coef_min ({self.monitor.kl_coef_min:g}) is above strategy.kl_coef "
                              f"({self.strategy.kl_coef:g}), where the coefficient starts; lower it or raise kl_coef")

@@ -303,6 +303,23 @@ def check_heldout_sizes(tasks: dict[str, TaskData], mix: dict[str, float], n_sha
                               "eval.n_shadow)")
 
 
+def check_set_sizes(tasks: dict[str, TaskData], mix: dict[str, float], key: str, n: int) -> None:
+    """A pool or held-out set size the run config sets (`key`: pool.n or pool.shadow_n) must fit what each custom
+    task's file gives after its held-out split; left out (or `auto`), the stage takes every item there is."""
+    from rc1.data.pool import allocate
+
+    held = key == "pool.shadow_n"
+    for task, count in sorted(allocate(n, {t: w for t, w in mix.items() if w > 0}).items()):
+        if task not in tasks:
+            continue
+        have = len(tasks[task].heldout if held else tasks[task].train)
+        if count > have:
+            share = "" if mix[task] == 1 else f" at {mix[task]:g} of the mix"
+            raise ConfigError(f"{key}: {n} asks for {count} {'held-out' if held else 'training'} items of task {task}"
+                              f"{share}; its file gives {have} after the held-out split (leave {key} out, or set it "
+                              "to auto, to take every one)")
+
+
 def task_name_for(path: str) -> str:
     """A task name from a file name: data/My-Arith.jsonl -> my_arith."""
     name = re.sub(r"[^a-z0-9_]+", "_", Path(path).stem.lower()).strip("_") or "task"

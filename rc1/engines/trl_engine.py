@@ -118,6 +118,7 @@ class TRLEngine:
             **self.batch_args(),
             num_generations=s.num_generations, max_completion_length=cfg.model.max_new_tokens,
             temperature=cfg.model.temperature, top_p=cfg.model.top_p, beta=s.kl_coef, epsilon=e.clip_coef,
+            epsilon_high=e.clip_coef_high if e.clip_coef_high is not None else e.clip_coef,
             num_iterations=s.ppo_epochs, shuffle_dataset=False, dataloader_num_workers=0, disable_tqdm=True,
             gradient_checkpointing=cfg.model.gradient_checkpointing, use_cpu=self.device.type == "cpu",
             bf16=self.dtype == torch.bfloat16, fp16=self.dtype == torch.float16 and self.device.type != "cpu",

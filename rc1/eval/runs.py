@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rc1.config.schema import SeedRun, TrainConfig
 
 ACCEPT_EARLY_STOP = "accept_early_stop"
+ACCEPT_DIVERGENCE = "accept_divergence"  # the training_done gate: a run's reward/success divergence alerts accepted
 UNKNOWN = "unknown"
 
 
@@ -88,17 +89,18 @@ def run_of_checkpoint(ws: Workspace, cfg: "TrainConfig", ckpt: Path) -> "SeedRun
     return None
 
 
-def acceptances(ws: Workspace) -> list[dict]:
+def acceptances(ws: Workspace, trigger: str = ACCEPT_EARLY_STOP) -> list[dict]:
     from rc1.state.store import read_audit
 
-    return [e for e in read_audit(ws) if e.get("trigger") == ACCEPT_EARLY_STOP]
+    return [e for e in read_audit(ws) if e.get("trigger") == trigger]
 
 
-def acceptance_for(ws: Workspace, run_dir: str, end: RunEnd) -> dict | None:
-    """The newest audited acceptance of exactly this run's current end record, if any."""
+def acceptance_for(ws: Workspace, run_dir: str, end: RunEnd, trigger: str = ACCEPT_EARLY_STOP) -> dict | None:
+    """The newest audited acceptance (`trigger`) of exactly this run's current end record, if any."""
     if end.sha256 is None:
         return None
-    found = [e for e in acceptances(ws) if e.get("run_dir") == run_dir and e.get("end_record_sha256") == end.sha256]
+    found = [e for e in acceptances(ws, trigger) if e.get("run_dir") == run_dir
+             and e.get("end_record_sha256") == end.sha256]
     return found[-1] if found else None
 
 
@@ -134,4 +136,34 @@ def accept_early_stop(ws: Workspace, cfg: "TrainConfig", why: str, *, config_pat
     if not entries:
         ends = ", ".join(f"{r.end_file}: {read_end(ws, r.end_file).reason or 'no record'}" for r in seed_runs(cfg))
         raise ConfigError(f"--accept-early-stop: no training run of this config stopped early ({ends}); nothing to accept")
+    return entries
+
+
+def accept_divergence(ws: Workspace, cfg: "TrainConfig", why: str, *, config_path: str | None = None) -> list[dict]:
+    """Record the operator's acceptance of the reward/success divergence alerts of every seed run of `cfg` that
+    raised one (audit log; the training_done gate reads it). Raises ConfigError when `why` is empty or no run
+    of this config raised an alert."""
+    from rc1.config.load import config_hash
+    from rc1.state.store import append_audit, load_record
+    from rc1.runtime.provenance import git_commit
+
+    why = (why or "").strip()
+    if not why:
+        raise ConfigError("--accept-divergence needs a reason: --accept-divergence \"why the reward rise is genuine\"")
+    state = load_record(ws).state
+    entries = []
+    for run in seed_runs(cfg):
+        end = read_end(ws, run.end_file)
+        alerts = (end.record or {}).get("alerts") or []
+        if not alerts:
+            continue
+        entry = {"from": state, "to": state, "trigger": ACCEPT_DIVERGENCE, "gate": None, "passed": None,
+                 "seed_index": run.index, "seed": run.seed, "run_dir": run.checkpoint_dir, "end_record": run.end_file,
+                 "end_record_sha256": end.sha256, "alerts": len(alerts), "why": why, "operator": getpass.getuser(),
+                 "config_path": config_path, "config_hash": config_hash(cfg), "git_commit": git_commit()}
+        append_audit(ws, entry)
+        entries.append(entry)
+    if not entries:
+        raise ConfigError("--accept-divergence: no training run of this config raised a reward/success divergence "
+                          "alert; nothing to accept")
     return entries

@@ -13,9 +13,18 @@ what RAN, not what the config declares:
   seeds trained           distinct seeds with a finished run >= gates.run_config.min_seeds
   finetune method         the method the model trained with (read off the loaded model) is the config's,
                           and the gates' required one when set (production: qlora)
-  KL vs target_kl         the mean per-token KL over the run's last monitor.window steps
-                          <= training_done.kl_tolerance x target_kl; not measurable when the run
-                          measured no KL; not applicable without a target_kl
+  drift vs bound          the trained policy's per-token KL to the reference, measured on fixed prompts
+                          after training (rc1.eval.drift, `rc1 drift`: exact KL over the vocabulary, a
+                          prompt-level bootstrap CI) for the run's current latest checkpoint: refused only
+                          when the CI's LOWER bound exceeds training_done.kl_tolerance x target_kl; a point
+                          estimate above the bound with the CI reaching under it passes with a warning.
+                          Not applicable without a target_kl. The training-stream KL (k3, last steps) is
+                          reported beside it, never judged: its few steps of heavy-tailed k3 made the
+                          verdict on a healthy run chance.
+  divergence alerts       the run raised no reward/success divergence alert (reward rose while verified
+                          success did not: reward hacking), or the operator accepted this very run's alerts
+                          (`rc1 advance --to eval --accept-divergence "why"`, an audit-log entry naming the
+                          end record by sha256)
 """
 
 from __future__ import annotations
@@ -28,7 +37,8 @@ from rc1.runtime.fingerprint import Evidence
 
 COMPLETED = "completed"
 EARLY_STOPS = ("operator", "early_stop", "target_kl", "interrupt")
-INTERRUPTIONS = ("operator", "interrupt")  # a run stopped from outside: `rc1 resume` continues it
+INTERRUPTIONS = ("operator", "interrupt")
+DIVERGENCE_KIND = "reward_success_divergence"  # rc1.training.monitor.DivergenceMonitor.KIND  # a run stopped from outside: `rc1 resume` continues it
 
 
 def _read(ws, rel):
@@ -96,24 +106,92 @@ def evaluate(ctx: GateContext) -> GateResult:
         res.checks.append(Check(f"{label}: finetune method", method,
                                 f"== {cfg.finetune.method!r}" + (f" (gates: {want!r})" if want else ""), ok,
                                 "read off the model that trained"))
-        res.checks.append(_kl_check(label, end, cfg, g))
+        res.checks.append(_drift_check(label, ws, cfg, g, i, latest, end, res,
+                                       ws.rel(ctx.config_path) if ctx.config_path else "P"))
+        res.checks.append(_divergence_check(label, ws, sr, end))
         runs.append(seed)
     res.checks.append(Check.at_least("seeds trained", len(set(runs)), g.run_config.min_seeds,
                                      f"seeds with a finished, verified run: {runs} of {cfg.seed_list}"))
     return res
 
 
-def _kl_check(label: str, end: dict, cfg, g) -> Check:
-    name = f"{label}: KL vs target_kl"
+def _drift_check(label: str, ws, cfg, g, seed_index: int, latest, end: dict, res: GateResult,
+                 config_arg: str) -> Check:
+    """The drift bound on the trained policy (rc1.eval.drift's report for the current latest checkpoint)."""
+    from rc1.eval.drift import drift_report_path
+    from rc1.runtime.checkpoint import MANIFEST_FILE
+    from rc1.runtime.fingerprint import read_sidecar, sha256_file
+
+    name = f"{label}: drift vs bound (per-token KL to the reference, CI lower bound)"
     target = cfg.effective_target_kl
-    kl = end.get("kl") or {}
     if target is None:
         return Check.not_applicable(name, "the config sets no target_kl")
-    measured = kl.get("last_window_mean")
-    tol = g.training_done.kl_tolerance
-    threshold = f"<= {tol:g} x target_kl {target:g} = {tol * target:.4g}"
-    if measured is None:
-        return Check.not_measurable(name, threshold, "the run measured no KL toward the reference policy")
-    return Check(name, round(float(measured), 6), threshold, measured <= tol * target,
-                 f"mean per-token KL (k3, nats) over the last {kl.get('last_window')} steps; run mean "
-                 f"{kl.get('mean')}, max {kl.get('max')}; control: {kl.get('control')}")
+    td = g.training_done
+    bound = td.kl_tolerance * target
+    threshold = f"<= {td.kl_tolerance:g} x target_kl {target:g} = {bound:.4g} (95% CI lower bound)"
+    rel = drift_report_path(seed_index)
+    fix = f"run `rc1 drift --config {config_arg} --seed-index {seed_index}`"
+    path = ws.path(rel)
+    if not path.exists():
+        return Check(name, None, threshold, False, f"no drift measurement {rel}: {fix}")
+    digest = sha256_file(path)
+    if read_sidecar(path) != digest:
+        return Check(name, None, threshold, False, f"{rel}: its sha256 sidecar is missing or differs (written "
+                                                   f"partly or edited): {fix}")
+    res.evidence.append(Evidence(rel, digest))
+    try:
+        rep = json.loads(path.read_text())
+        ck, tok = rep["checkpoint"], rep["per_token"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return Check(name, None, threshold, False, f"{rel}: not a drift report: {fix}")
+    if ck.get("manifest_sha256") != sha256_file(latest / MANIFEST_FILE):
+        return Check(name, None, threshold, False, f"{rel} measured {ck.get('path')}, not the current latest "
+                                                   f"{ws.rel(latest)}: {fix}")
+    n = (rep.get("prompts") or {}).get("n", 0)
+    if n < td.drift_prompts or rep.get("samples_per_prompt", 0) < td.drift_samples:
+        return Check(name, None, threshold, False, f"{rel} measured {n} prompts x {rep.get('samples_per_prompt')} "
+                                                   f"answers; the gate asks for {td.drift_prompts} x "
+                                                   f"{td.drift_samples}: {fix}")
+    ci, point = tok.get("ci"), tok.get("mean")
+    if point is None or not ci:
+        return Check.not_measurable(name, threshold, f"{rel}: no CI ({rep.get('tokens')} tokens over {n} prompts)")
+    stream = (end.get("kl") or {})
+    detail = (f"point estimate {point:.4f} nats/token, {round(100 * tok.get('confidence', 0.95))}% CI "
+              f"[{ci[0]:.4f}, {ci[1]:.4f}] ({tok.get('ci_method')}); per sequence {rep['per_sequence']['mean']:.3f} "
+              f"nats; {n} prompts x {rep.get('samples_per_prompt')} answers at T={rep.get('temperature')}, "
+              f"{rep.get('tokens')} tokens, step {ck.get('step')}; training stream (k3, not judged): last "
+              f"{stream.get('last_window')} steps {_num(stream.get('last_window_mean'))}, run mean "
+              f"{_num(stream.get('mean'))}, control {stream.get('control')}")
+    if ci[0] > bound:
+        return Check(name, round(ci[0], 6), threshold, False, f"the trained policy drifted beyond the bound: {detail}")
+    if point > bound:
+        res.notes.append(f"{label}: WARNING drift point estimate {point:.4f} is above the bound {bound:.4g}, its CI "
+                         f"[{ci[0]:.4f}, {ci[1]:.4f}] reaches under it: not refused")
+        return Check(name, round(ci[0], 6), threshold, True, f"WARNING point estimate above the bound, CI reaches "
+                                                             f"under it: {detail}")
+    return Check(name, round(ci[0], 6), threshold, True, detail)
+
+
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.4f}"
+
+
+def _divergence_check(label: str, ws, sr, end: dict) -> Check:
+    """No reward/success divergence alert in the run, or the operator's audited acceptance of this run's."""
+    from rc1.eval.runs import ACCEPT_DIVERGENCE, acceptance_for, read_end
+
+    name = f"{label}: reward/success divergence alerts"
+    alerts = [a for a in end.get("alerts") or [] if a.get("kind") == DIVERGENCE_KIND]
+    if not alerts:
+        return Check(name, 0, "0 alerts (or accepted by the operator)", True,
+                     "the reward never rose while verified success stayed flat (monitor window)")
+    first = alerts[0]
+    what = f"{len(alerts)} alert(s), first at step {first.get('step')}: {first.get('message')}"
+    accepted = acceptance_for(ws, sr.checkpoint_dir, read_end(ws, sr.end_file), trigger=ACCEPT_DIVERGENCE)
+    if accepted is None:
+        return Check(name, len(alerts), "0 alerts (or accepted by the operator)", False,
+                     f"{what}: the reward may be hacked; refused unless the operator accepts it: "
+                     f'rc1 advance --to eval --accept-divergence "why"')
+    return Check(name, f"{len(alerts)}, accepted", "0 alerts (or accepted by the operator)", True,
+                 f"{what}; accepted by {accepted.get('operator')} at {accepted.get('time')} (audit log): "
+                 f"{accepted.get('why')}")

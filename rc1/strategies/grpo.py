@@ -41,6 +41,7 @@ class GRPOStrategy(RolloutStrategy):
         super().__init__(cfg, reward_model)
         self.beta = cfg.strategy.kl_coef
         self.clip = cfg.engine.clip_coef
+        self.clip_high = cfg.engine.clip_coef_high
         self.measure_kl = self.beta > 0 or cfg.effective_target_kl is not None
 
     def attach(self, policy: Policy) -> None:
@@ -84,9 +85,11 @@ class GRPOStrategy(RolloutStrategy):
             is_weight = truncated_is_weight(old, t.sample_logp, self.is_cap)
         loss, pg, kl, ratio = grpo_token_loss(logp, old, t.advantages, mask, self.clip, self.beta, t.ref_logp,
                                               self.cfg.strategy.loss_type, self.cfg.model.max_new_tokens,
-                                              is_weight=is_weight, episode=t.episode, weight=t.token_weight)
+                                              is_weight=is_weight, episode=t.episode, weight=t.token_weight,
+                                              clip_high=self.clip_high)
         with torch.no_grad():
-            clipped = ((ratio < 1 - self.clip) | (ratio > 1 + self.clip)).float()
+            high = self.clip if self.clip_high is None else self.clip_high
+            clipped = ((ratio < 1 - self.clip) | (ratio > 1 + high)).float()
             metrics = {"kl": None if kl is None else float(masked_mean(kl, mask)),
                        "kl_coef": self.beta, "ratio": float(masked_mean(ratio, mask)),
                        "clip_frac": float(masked_mean(clipped, mask)),

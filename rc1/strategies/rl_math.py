@@ -102,13 +102,15 @@ def scale_group_advantages(advantages, scales, group_size: int):
     return (g - g.mean(1, keepdim=True)).reshape(-1)
 
 
-def clipped_pg(logp, old_logp, advantages, clip: float):
-    """Per-token clipped surrogate loss and ratio. advantages: [B] (one per sequence) or [B, T]."""
+def clipped_pg(logp, old_logp, advantages, clip: float, clip_high: float | None = None):
+    """Per-token clipped surrogate loss and ratio. advantages: [B] (one per sequence) or [B, T]. `clip_high`:
+    the upper clip 1 + clip_high when it differs from the lower one (DAPO's clip-higher, TRL's epsilon_high)."""
     import torch
 
     ratio = torch.exp(logp - old_logp)
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 and logp.dim() == 2 else advantages
-    loss = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - clip, 1 + clip))
+    high = clip if clip_high is None else clip_high
+    loss = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - clip, 1 + high))
     return loss, ratio
 
 
@@ -171,7 +173,7 @@ class GRPOLoss(NamedTuple):
 
 def grpo_token_loss(logp, old_logp, advantages, mask, clip: float, beta: float = 0.0, ref_logp=None,
                     loss_type: LossType = "token", max_new_tokens: int | None = None, *, is_weight=None,
-                    episode=None, weight=None) -> GRPOLoss:
+                    episode=None, weight=None, clip_high: float | None = None) -> GRPOLoss:
     """GRPO's loss on per-token log-probs [B, T], one advantage per row [B], action mask [B, T].
 
     loss_type "token" is a token mean over these rows; over an accumulation window the recipe renormalises the
@@ -181,8 +183,8 @@ def grpo_token_loss(logp, old_logp, advantages, mask, clip: float, beta: float =
     the same loss value on-policy, a different KL gradient off-policy. `is_weight` (truncated
     importance weights, see truncated_is_weight) multiplies the policy-gradient term per token. `weight`
     (token_weights over a whole plan) replaces the aggregation: the loss is then (per_token * weight).sum(),
-    this micro-batch's share of the plan's loss."""
-    pg, ratio = clipped_pg(logp, old_logp, advantages, clip)
+    this micro-batch's share of the plan's loss. `clip_high`: DAPO's clip-higher upper bound (see clipped_pg)."""
+    pg, ratio = clipped_pg(logp, old_logp, advantages, clip, clip_high)
     if is_weight is not None:
         pg = pg * is_weight
     kl = k3_kl(logp, ref_logp) if ref_logp is not None else None
@@ -287,5 +289,39 @@ class AdaptiveKLController:
             return
         err = min(max(current_kl / self.target - 1.0, -KL_CLIP), KL_CLIP)
         self.value *= 1.0 + err * n_steps / self.horizon
+        if self.floor is not None:
+            self.value = max(self.value, self.floor)
+
+
+# The mean controller's coefficient stays inside these (numerical range only, not a floor that ratchets)
+MEAN_KL_COEF_RANGE = (1e-6, 1e3)
+
+
+class MeanKLController:
+    """The KL coefficient that holds the MEAN measured KL at `target`: an unclipped update of log(coef),
+
+        log coef <- log coef + gain * (KL / target - 1)
+
+    Its expected change is zero exactly when E[KL] = target, so the mean per-token KL is what it regulates (the
+    statistic the drift bound judges). AdaptiveKLController's error clipped to +-20 % makes it a sign
+    controller: it holds the per-step MEDIAN at target, and with heavy-tailed per-step KL (k3 over ~100 tokens)
+    the mean then sits well above target (measured 1.4-1.5 x). A step at 10 x target raises the coefficient
+    by exp(9 * gain); a step at zero KL lowers it by exp(-gain) at most, so it winds down slowly before the
+    policy learns anything. `floor` (None: none) as AdaptiveKLController's."""
+
+    def __init__(self, init_kl_coef: float, target: float | None, gain: float, floor: float | None = None):
+        self.value = init_kl_coef
+        self.target = target
+        self.gain = gain
+        self.floor = floor
+
+    def update(self, current_kl: float, n_steps: int = 1) -> None:
+        import math
+
+        if self.target is None:
+            return
+        lo, hi = MEAN_KL_COEF_RANGE
+        log_coef = math.log(max(self.value, lo)) + self.gain * n_steps * (current_kl / self.target - 1.0)
+        self.value = min(max(math.exp(min(log_coef, math.log(hi))), lo), hi)
         if self.floor is not None:
             self.value = max(self.value, self.floor)

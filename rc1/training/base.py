@@ -230,6 +230,14 @@ class RecipeBase:
         number of processes adapts alike): adapt the strategy's coefficient, or stop."""
         measured = [float(k) for k in kls if k is not None]
         stop = self.kl_control.observe(sum(measured) / len(measured) if measured else None, strategy)
+        alert = self.kl_control.alert(self.step)
+        if alert is not None:
+            doc = alert.to_dict()
+            self.alerts.append(doc)
+            log.warning("ALERT KL: %s", alert.message)
+            if self.dist.is_main:
+                append_line(self.ws.path(ALERTS_FILE), json.dumps({"time": _now(), "run": self.cfg.run.name,
+                                                                    "seed": self.cfg.run.seed, **doc}))
         if stop:
             log.warning("stopping: %s", stop)
             self.request_stop("target_kl")

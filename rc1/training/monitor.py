@@ -11,16 +11,23 @@ that rose most, the truncation rate, the KL and the entropy. TRL and verl users 
 
 KL control. `target_kl` means the same for every strategy: the per-token KL(pi || ref), k3
 estimator, mean over action tokens, in nats (what every strategy logs as `kl`). With
-`kl_control: adaptive`, the KL coefficient of the strategy's loss (GRPO/RLOO beta, PPO's reward
-penalty) follows the measured KL at each optimizer step (KL = the mean over its micro-steps, so N
-processes adapt exactly as one process with accumulation N):
+`kl_control: adaptive` (the default), the KL coefficient of the strategy's loss (GRPO/RLOO beta, PPO's
+reward penalty) follows the measured KL at each optimizer step (KL = the mean over its micro-steps, so N
+processes adapt exactly as one process with accumulation N) with an unclipped update of its logarithm
+(rc1.strategies.rl_math.MeanKLController):
+    log coef <- log coef + kl_adapt_rate * (KL / target_kl - 1)
+which holds the MEAN KL at target_kl: the statistic the training_done gate's drift bound
+(kl_tolerance x target_kl, on the trained policy) judges, so the controller's set point sits at 1 /
+kl_tolerance of the bound (0.67 x at 1.5) instead of on it. `adaptive_sign` is the earlier controller,
     coef <- max(kl_coef_min, coef * (1 + clip(KL / target_kl - 1, -0.2, 0.2) * kl_adapt_rate))
-(kl_coef_min: none unless set. Without it, the steps before the policy learns anything, whose KL is far under
-target, wind the coefficient down geometrically, and the KL overshoots once learning starts: measured on
-configs/arith.yaml, 0.05 fell to 0.002 in 15 steps, then the KL ran to 0.2-0.5 and the coefficient to 1.1.)
+whose clipped error makes it hold the per-step MEDIAN at target: with heavy-tailed per-step KL its mean
+ran 1.4-1.5 x target, at the old gate's own tolerance. `kl_coef_min` (none unless set) floors either.
 With `kl_control: early_stop`, the run stops (reason `target_kl`) once the mean KL of the last
-`window` optimizer steps exceeds kl_stop_factor * target_kl. Either way the training_done gate compares the
-KL measured during the run with target_kl.
+`window` optimizer steps exceeds kl_stop_factor * target_kl (PPO's per-update early stop, SB3); `none`
+keeps the strategy's coefficient fixed (beta 0 included). Whatever the mode, the KL stays a logged metric,
+and the monitor raises an alert (kind `kl_above_bound`; it does not block) when the window's mean KL
+exceeds kl_stop_factor * target_kl; the training_done gate judges the trained policy's drift itself,
+measured after training (rc1.eval.drift).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import math
 from dataclasses import dataclass, field
 
 from rc1.engines.contract import KLAdjustable
-from rc1.strategies.rl_math import AdaptiveKLController
+from rc1.strategies.rl_math import AdaptiveKLController, MeanKLController
 
 
 def _mean(xs):
@@ -117,37 +124,70 @@ class DivergenceMonitor:
 class KLControl:
     """Holds the measured per-token KL near target_kl (see the module docstring)."""
 
+    ALERT = "kl_above_bound"
+
     def __init__(self, target: float | None, mode: str, adapt_rate: float, stop_factor: float, window: int,
                  coef_min: float | None = None):
         self.target, self.mode, self.coef_min = target, mode, coef_min
         self.adapt_rate, self.stop_factor, self.window = adapt_rate, stop_factor, window
         self.kls: list[float] = []
+        self.coefs: list[float] = []
+        self.alert_armed = True
 
     def observe(self, kl: float | None, strategy) -> str | None:
         """Record one step's KL; adapt the strategy's coefficient, or return a stop reason."""
         if kl is None or self.target is None:
             return None
         self.kls.append(float(kl))
-        if self.mode == "adaptive" and isinstance(strategy, KLAdjustable):
-            ctl = AdaptiveKLController(strategy.kl_coef, self.target, horizon=1.0 / self.adapt_rate,
-                                       floor=self.coef_min)
+        if self.mode in ("adaptive", "adaptive_sign") and isinstance(strategy, KLAdjustable):
+            if self.mode == "adaptive":
+                ctl = MeanKLController(strategy.kl_coef, self.target, gain=self.adapt_rate, floor=self.coef_min)
+            else:
+                ctl = AdaptiveKLController(strategy.kl_coef, self.target, horizon=1.0 / self.adapt_rate,
+                                           floor=self.coef_min)
             ctl.update(float(kl), 1)
             strategy.set_kl_coef(ctl.value)
+        if isinstance(strategy, KLAdjustable):
+            self.coefs.append(float(strategy.kl_coef))
         recent = self.kls[-self.window:]
         if self.mode == "early_stop" and len(recent) >= self.window and _mean(recent) > self.stop_factor * self.target:
             return (f"target_kl: mean KL {_mean(recent):.4f} nats/token over the last {self.window} steps exceeds "
                     f"{self.stop_factor:g} x target_kl {self.target:g}")
         return None
 
+    def alert(self, step: int) -> Alert | None:
+        """An alert (not a stop) when the window's mean KL first exceeds kl_stop_factor x target_kl; re-armed
+        once it is back under."""
+        recent = self.kls[-self.window:]
+        if self.target is None or len(recent) < self.window:
+            return None
+        mean, limit = _mean(recent), self.stop_factor * self.target
+        if mean <= limit:
+            self.alert_armed = True
+            return None
+        if not self.alert_armed:
+            return None
+        self.alert_armed = False
+        coef = f"; KL coefficient now {self.coefs[-1]:.4g}" if self.coefs else ""
+        return Alert(step, self.ALERT, f"mean KL {mean:.4f} nats/token over the last {len(recent)} steps exceeds "
+                                       f"{self.stop_factor:g} x target_kl {self.target:g}{coef} (logged, not a stop: "
+                                       "the training_done gate measures the trained policy's drift)",
+                     {"window_mean": mean, "limit": limit})
+
     def summary(self) -> dict:
         recent = self.kls[-self.window:]
         return {"units": "per-token KL(pi || ref), k3 estimator, mean over action tokens, nats",
                 "target": self.target, "control": self.mode, "steps_measured": len(self.kls),
                 "mean": _mean(self.kls), "max": max(self.kls) if self.kls else None,
-                "last_window_mean": _mean(recent), "last_window": len(recent)}
+                "median": sorted(self.kls)[len(self.kls) // 2] if self.kls else None,
+                "last_window_mean": _mean(recent), "last_window": len(recent),
+                "coef_min": min(self.coefs) if self.coefs else None, "coef_max": max(self.coefs) if self.coefs else None,
+                "coef_last": self.coefs[-1] if self.coefs else None}
 
     def state_dict(self) -> dict:
-        return {"kls": list(self.kls)}
+        return {"kls": list(self.kls), "coefs": list(self.coefs), "alert_armed": self.alert_armed}
 
     def load_state_dict(self, state: dict) -> None:
         self.kls = [float(x) for x in state.get("kls", [])]
+        self.coefs = [float(x) for x in state.get("coefs", [])]
+        self.alert_armed = bool(state.get("alert_armed", True))

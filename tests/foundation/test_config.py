@@ -58,9 +58,7 @@ def test_all_errors_reported_at_once(ws):
     ("target_kl: -1\n", "target_kl"),
     ("model:\n  max_new_tokens: 4096\ndata:\n  max_length: 4096\n", "must exceed model.max_new_tokens"),
     ("engine:\n  name: trl\nstrategy:\n  multi_turn: split_turns\n", "single-turn"),
-    ("engine:\n  name: trl\ntarget_kl: 0.03\n", "kl_control: early_stop"),
-    ("engine:\n  name: trl\ntarget_kl: 0.03\nmonitor:\n  kl_control: early_stop\nstrategy:\n  kl_coef: 0\n",
-     "measures the KL only when strategy.kl_coef > 0"),
+    ("engine:\n  name: trl\ntarget_kl: 0.03\n", "use kl_control: none or early_stop"),
     ("engine:\n  name: trl\nmodel:\n  top_p: 0.9\n", "without the top-p nucleus"),
     ("strategy:\n  multi_turn: sometimes\n", "strategy.multi_turn"),
     ("strategy:\n  importance_sampling_cap: 0.5\n", "strategy.importance_sampling_cap"),
@@ -75,6 +73,14 @@ def test_bad_configs_exit_2_with_one_clear_reason(ws, text, needle):
     res = runner.invoke(app, ["--workdir", str(ws.root), "config", "verify", "--config", rel])
     assert res.exit_code == 2
     assert needle in res.output
+
+
+def test_trl_at_beta_0_with_a_target_kl_verifies(ws):
+    """TRL logs no KL at beta 0; the drift bound measures the trained policy after training whatever the engine
+    logged, so the run is no longer refused for it (TRL's own default since v0.19)."""
+    rel = _write(ws, "engine:\n  name: trl\ntarget_kl: 0.03\nmonitor:\n  kl_control: none\nstrategy:\n  kl_coef: 0\n")
+    res = runner.invoke(app, ["--workdir", str(ws.root), "config", "verify", "--config", rel])
+    assert res.exit_code == 0, res.output
 
 
 def test_missing_config_file_is_exit_2(ws):

@@ -58,7 +58,7 @@ def test_the_kl_controller_maps_the_rate_to_its_horizon_by_hand():
 
     s = GRPOStrategy.__new__(GRPOStrategy)
     s.beta = 0.1
-    ctl = KLControl(target=0.02, mode="adaptive", adapt_rate=0.1, stop_factor=2.0, window=3)
+    ctl = KLControl(target=0.02, mode="adaptive_sign", adapt_rate=0.1, stop_factor=2.0, window=3)
     ctl.observe(0.03, s)   # KL / target - 1 = 0.5, clipped to 0.2; x rate 0.1 (horizon 10, one step): x 1.02
     assert s.beta == pytest.approx(0.102)
     ctl.observe(0.019, s)  # -0.05 x 0.1: x 0.995
@@ -75,8 +75,8 @@ def test_the_kl_coefficient_floor_stops_the_wind_down_before_learning_starts():
 
     free, held = GRPOStrategy.__new__(GRPOStrategy), GRPOStrategy.__new__(GRPOStrategy)
     free.beta = held.beta = 0.2
-    unfloored = KLControl(target=0.05, mode="adaptive", adapt_rate=0.25, stop_factor=1.5, window=8)
-    floored = KLControl(target=0.05, mode="adaptive", adapt_rate=0.25, stop_factor=1.5, window=8, coef_min=0.2)
+    unfloored = KLControl(target=0.05, mode="adaptive_sign", adapt_rate=0.25, stop_factor=1.5, window=8)
+    floored = KLControl(target=0.05, mode="adaptive_sign", adapt_rate=0.25, stop_factor=1.5, window=8, coef_min=0.2)
     for _ in range(40):
         unfloored.observe(0.001, free)
         floored.observe(0.001, held)

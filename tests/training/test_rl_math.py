@@ -206,6 +206,57 @@ def test_adaptive_kl_controller_moves_toward_the_target_within_the_clip():
     assert fixed.value == 0.1
 
 
+def test_mean_kl_controller_updates_log_beta_unclipped_by_hand():
+    from rc1.strategies.rl_math import MeanKLController
+
+    ctl = MeanKLController(0.1, target=0.05, gain=0.1)
+    ctl.update(0.15)        # 3 x target: log beta += 0.1 x 2
+    assert ctl.value == pytest.approx(0.1 * math.exp(0.2))
+    ctl.update(0.55)        # 11 x target: + 0.1 x 10, no clip (the sign controller would give 1.2 x)
+    assert ctl.value == pytest.approx(0.1 * math.exp(1.2))
+    ctl.update(0.0)         # no KL: - 0.1 at most
+    assert ctl.value == pytest.approx(0.1 * math.exp(1.1))
+    floored = MeanKLController(0.1, target=0.05, gain=0.1, floor=0.09)
+    floored.update(0.0)     # 0.1 x e^-0.1 = 0.0905, above the floor
+    floored.update(0.0)     # 0.0819: held at the floor
+    assert floored.value == 0.09
+    fixed = MeanKLController(0.1, target=None, gain=0.1)
+    fixed.update(5.0)
+    assert fixed.value == 0.1
+
+
+def _closed_loop(controller_for, steps: int = 6000, seed: int = 0) -> list[float]:
+    """A policy whose per-step KL is (c / beta) x X, X lognormal(0, 1) (heavy-tailed as k3 over ~100 tokens is:
+    mean e^0.5 = 1.65 x its median): the per-step KL the controller sees, after a burn-in."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ctl = controller_for(0.05)
+    out = []
+    for t in range(steps):
+        kl = 0.0025 / ctl.value * float(rng.lognormal(0.0, 1.0))
+        ctl.update(kl, 1)
+        if t >= steps // 3:
+            out.append(kl)
+    return out
+
+
+def test_the_mean_controller_holds_the_mean_kl_where_the_sign_controller_holds_the_median():
+    """The statistic the drift bound judges is the mean per-token KL. The sign controller (error clipped to
+    +-20 %) holds the MEDIAN at target, so with heavy tails its mean sits ~1.65 x target, above a 1.5 x bound;
+    the mean controller holds the mean at target."""
+    import numpy as np
+
+    from rc1.strategies.rl_math import MeanKLController
+
+    target = 0.05
+    sign = _closed_loop(lambda b: AdaptiveKLController(b, target, horizon=10))
+    mean = _closed_loop(lambda b: MeanKLController(b, target, gain=0.1))
+    assert float(np.median(sign)) == pytest.approx(target, rel=0.1)
+    assert float(np.mean(sign)) > 1.5 * target
+    assert float(np.mean(mean)) == pytest.approx(target, rel=0.1)
+
+
 @pytest.mark.parametrize("schedule,expected", [
     # warmup 2 of 10 updates: (n + 1) / (warmup + 1) for n < 2, then progress p = (n - 2) / 8
     ("linear", [1 / 3, 2 / 3, 1.0, 1 - 2 / 8, 1 - 4 / 8, 1 - 8 / 8, 0.0]),
@@ -216,3 +267,15 @@ def test_adaptive_kl_controller_moves_toward_the_target_within_the_clip():
 def test_lr_schedule_multipliers(schedule, expected):
     f = lr_lambda(schedule, warmup_steps=2, total_updates=10)
     close(torch.tensor([f(n) for n in (0, 1, 2, 4, 6, 10, 12)]), expected)
+
+
+def test_clip_higher_raises_only_the_upper_clip_by_hand():
+    """DAPO's clip-higher: with advantage +1 a ratio of 1.5 is clipped at 1 + 0.28 instead of 1 + 0.2; with
+    advantage -1 a ratio of 0.5 is still clipped at 1 - 0.2."""
+    old = torch.zeros(1, 2)
+    logp = torch.tensor([[math.log(1.5), math.log(0.5)]])
+    adv = torch.tensor([[1.0, -1.0]])
+    sym, _ = clipped_pg_loss(logp, old, adv, 0.2)
+    high, _ = clipped_pg_loss(logp, old, adv, 0.2, clip_high=0.28)
+    close(sym, [[-1.2, 0.8]])
+    close(high, [[-1.28, 0.8]])

@@ -131,9 +131,24 @@ def test_train_stop_resume_twice_end_to_end(tmp_path, tiny_model_dir):
     cfg = load_train_config(conf, ws)
     cfg.run.max_steps = k + 4
     result = evaluate(GateContext(ws, load_gates_config(cfg.gates, ws), "training_done", config=cfg))
+    drift = [c for c in result.checks if "drift vs bound" in c.name]
+    assert [c.passed for c in drift] == [False] and "rc1 drift" in drift[0].detail  # not measured yet
+    # the drift bound, measured on the latest checkpoint (8 dev + held-out prompts in this small workspace)
+    from tests.helpers.items import arithmetic_items
+
+    ws.path("data/shadow_eval_245.jsonl").write_text("".join(json.dumps(it) + "\n" for it in
+                                                             arithmetic_items(8, start=200, prefix="h")))
+    gates = load_gates_config(cfg.gates, ws).model_copy(deep=True)
+    gates.training_done.drift_prompts, gates.training_done.drift_samples = 8, 2
+    from rc1.eval.drift import measure_drift
+
+    _, rep = measure_drift(ws, cfg, 0, n_prompts=8, samples=2, bound=1.5 * 0.03)
+    assert rep["checkpoint"]["step"] == k + 4 and rep["tokens"] > 0
+    gates.training_done.kl_tolerance = max(1.5, 2 * rep["per_token"]["ci"][1] / 0.03)  # lr 1e-3 on a random model
+    result = evaluate(GateContext(ws, gates, "training_done", config=cfg))
     assert result.passed, result.to_dict()
     cfg.run.max_steps = k + 10
-    assert not evaluate(GateContext(ws, load_gates_config(cfg.gates, ws), "training_done", config=cfg)).passed
+    assert not evaluate(GateContext(ws, gates, "training_done", config=cfg)).passed
 
 
 def test_unhandled_error_is_fatal_with_error_report(tmp_path, tiny_model_dir):

@@ -1,0 +1,232 @@
+"""How far the trained policy drifted from its reference: exact KL on fixed prompts, with a bootstrap CI.
+
+`rc1 drift --config P [--seed-index I]` (a pipeline stage between training and the training_done gate)
+measures each seed run's `latest` checkpoint:
+
+  1. prompts: N fixed prompts (gates.training_done.drift_prompts), a seeded draw from the dev split and the
+     held-out set (the fitted held-out set with a difficulty fit, else the shadow set); labels unused;
+  2. K answers per prompt (drift_samples) sampled from the TRAINED policy at the training temperature and
+     top-p, first model turn only, on the torch decoder (the tokens are the policy's own);
+  3. at every generated position, the exact KL(pi || ref) over the whole vocabulary between the two models'
+     sampling distributions (softmax(logits / temperature); full support, so the KL is finite even where a
+     top-p nucleus would cut one side), in fp32;
+  4. per-token KL (token-weighted: sum of KL over sum of tokens, what the trainer's `kl` estimates) and
+     per-sequence KL (the sum over an answer's tokens, mean over answers), each with a prompt-level
+     bootstrap CI (scipy.stats.bootstrap, BCa; the K answers of a prompt resampled together).
+
+The reference is the base model (for a LoRA/QLoRA checkpoint: the same model with its adapter disabled).
+Unlike the training stream's k3 over the last few steps, this measures the policy that training produced,
+the same way for every engine and strategy (a TRL run with beta = 0 logs kl 0.0 and is measured all the same).
+
+Writes reports/drift/seed_<i>.json (+ sha256 sidecar, artifact manifest) naming the checkpoint's manifest
+sha256, so the gate can tell a report of another checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from rc1.runtime.atomic import atomic_write_json
+from rc1.runtime.errors import ConfigError
+from rc1.runtime.fingerprint import register_artifact, sha256_file, sha256_json
+from rc1.runtime.workspace import Workspace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rc1.config.schema import TrainConfig
+
+log = logging.getLogger("rc1.eval")
+
+REPORT_VERSION = 1
+DRIFT_DIR = "reports/drift"
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+BOOTSTRAP_SEED = 20251127
+
+
+def drift_report_path(seed_index: int) -> str:
+    return f"{DRIFT_DIR}/seed_{seed_index}.json"
+
+
+def drift_prompts(ws: Workspace, cfg: "TrainConfig", n: int) -> list[dict]:
+    """`n` fixed prompts: a seeded draw from the dev split and the held-out set, one per distinct prompt text.
+    Refuses (ConfigError) when the files hold fewer than `n`."""
+    from rc1.eval.splits import dev_set, fitted_set, heldout_set
+
+    sets = [dev_set(ws, cfg)]
+    sets.append(fitted_set(ws, cfg) if cfg.difficulty_fit.enable else heldout_set(ws, cfg, None))
+    seen: dict[str, dict] = {}
+    for s in sets:
+        for it in (s.items if s is not None else []):
+            key = "\n".join(str(m.get("content", "")) for m in it["messages"])
+            seen.setdefault(key, it)
+    pool = sorted(seen.values(), key=lambda it: str(it["id"]))
+    if len(pool) < n:
+        where = ", ".join(s.path for s in sets if s is not None)
+        raise ConfigError(f"gates.training_done.drift_prompts {n}: the dev and held-out files ({where}) hold only "
+                          f"{len(pool)} distinct prompts")
+    random.Random(f"drift:{cfg.run.seed}").shuffle(pool)
+    return pool[:n]
+
+
+def _ratio(kl, tokens, axis=-1):
+    return kl.sum(axis=axis) / tokens.sum(axis=axis)
+
+
+def _mean(x, axis=-1):
+    return x.mean(axis=axis)
+
+
+def bootstrap_ci(per_prompt_kl, per_prompt_tokens, per_prompt_seq, confidence: float = CONFIDENCE) -> dict:
+    """Point estimates and prompt-level bootstrap CIs of the per-token and per-sequence KL.
+
+    per_prompt_kl[i]: KL summed over prompt i's answers' tokens; per_prompt_tokens[i]: those tokens;
+    per_prompt_seq[i]: the mean sequence KL of prompt i's answers."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    kl = np.asarray(per_prompt_kl, dtype=float)
+    tok = np.asarray(per_prompt_tokens, dtype=float)
+    seq = np.asarray(per_prompt_seq, dtype=float)
+    out = {}
+    for name, data, stat in (("per_token", (kl, tok), _ratio), ("per_sequence", (seq,), _mean)):
+        point = float(stat(*data))
+        ci = None
+        if len(kl) >= 2 and np.ptp(data[0]) > 0:
+            for method in ("BCa", "percentile"):
+                r = bootstrap(data, stat, paired=True, vectorized=True, n_resamples=RESAMPLES,
+                              confidence_level=confidence, method=method, rng=np.random.default_rng(BOOTSTRAP_SEED))
+                lo, hi = float(r.confidence_interval.low), float(r.confidence_interval.high)
+                if np.isfinite(lo) and np.isfinite(hi):
+                    ci = [lo, hi]
+                    break
+        elif len(kl) >= 2:
+            ci = [point, point]  # every prompt measured the same: no sampling spread
+        out[name] = {"mean": point, "ci": ci, "confidence": confidence,
+                     "ci_method": "prompt-level bootstrap (scipy.stats.bootstrap), BCa"}
+    return out
+
+
+def exact_kl(policy, ref, samples: list, *, temperature: float, device, batch_size: int = 16,
+             ref_ctx: Callable | None = None) -> list[list[float]]:
+    """Per generated token, KL(pi || ref) over the vocabulary between softmax(logits / temperature) of the two
+    models, for each sample (input_ids, action_mask). `ref_ctx`: a context manager factory under which `ref`
+    is the reference (a peft model with its adapter disabled); `ref` may then be `policy` itself."""
+    import contextlib
+
+    import torch
+
+    from rc1.envs.sampling import sampling_logits
+
+    out: list[list[float]] = []
+    policy.eval()
+    ref.eval()
+    for start in range(0, len(samples), batch_size):
+        chunk = samples[start:start + batch_size]
+        width = max(len(ids) for ids, _ in chunk)
+        ids = torch.zeros((len(chunk), width), dtype=torch.long)
+        att = torch.zeros((len(chunk), width), dtype=torch.long)
+        act = torch.zeros((len(chunk), width), dtype=torch.bool)
+        for r, (seq, mask) in enumerate(chunk):
+            ids[r, :len(seq)] = torch.tensor(seq)
+            att[r, :len(seq)] = 1
+            act[r, :len(mask)] = torch.tensor(mask, dtype=torch.bool)
+        ids, att = ids.to(device), att.to(device)
+        sel = act[:, 1:].to(device)  # the logits at position t predict token t+1
+
+        def logprobs(model, ctx):
+            with ctx, torch.no_grad():
+                logits = model(input_ids=ids, attention_mask=att, use_cache=False).logits[:, :-1][sel]
+            return torch.log_softmax(sampling_logits(logits.float(), temperature), dim=-1)
+
+        lp = logprobs(policy, contextlib.nullcontext())
+        lq = logprobs(ref, ref_ctx() if ref_ctx is not None else contextlib.nullcontext())
+        per_tok = (lp.exp() * (lp - lq)).sum(-1).clamp(min=0.0).cpu().tolist()
+        counts = sel.sum(-1).cpu().tolist()
+        i = 0
+        for c in counts:
+            out.append(per_tok[i:i + c])
+            i += c
+    return out
+
+
+def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_prompts: int, samples: int,
+                  bound: float | None, confidence: float = CONFIDENCE, progress: Callable[[str], None] | None = None) -> tuple[Path, dict]:
+    """Measure seed run `seed_index`'s latest checkpoint (see the module docstring); (report path, report)."""
+    import torch
+
+    from rc1.eval.loading import load_base, load_checkpoint_model, resolve_checkpoint, torch_setup
+    from rc1.generation import SamplingParams
+    from rc1.generation.torch_backend import TorchSampler
+    from rc1.runtime.checkpoint import MANIFEST_FILE, META_STEP, read_meta
+
+    run = cfg.seed_run(seed_index)
+    scfg = cfg.for_seed(seed_index)
+    ckpt = resolve_checkpoint(ws, scfg, "latest", run_dir=run.checkpoint_dir)
+    prompts = drift_prompts(ws, scfg, n_prompts)
+    device, _ = torch_setup(scfg)
+    dtype = torch.float32  # exact KL in fp32 whatever the training precision
+    t0 = time.perf_counter()
+    policy, tok = load_checkpoint_model(scfg, ckpt, device, dtype)
+    ref_ctx = None
+    if hasattr(policy, "disable_adapter") and hasattr(policy, "peft_config"):
+        ref, ref_ctx = policy, policy.disable_adapter  # a LoRA/QLoRA run: the base is the model without its adapter
+    else:
+        ref, _ = load_base(scfg, device, dtype)
+    load_s = time.perf_counter() - t0
+    temperature, top_p = scfg.model.temperature, scfg.model.top_p
+    if temperature <= 0:
+        raise ConfigError("model.temperature 0: the drift bound samples at the training temperature, which must be > 0")
+    params = SamplingParams(greedy=False, temperature=temperature, top_p=top_p,
+                            max_new_tokens=scfg.model.max_new_tokens, max_turns=1, seed=scfg.run.seed, batch_size=32)
+    sampler = TorchSampler(policy, tok)
+    t1 = time.perf_counter()
+    episodes = []
+    for start in range(0, len(prompts), 8):
+        episodes += sampler.episodes(prompts[start:start + 8], num_generations=samples, params=params)
+        if progress:
+            progress(f"sampled {len(episodes)}/{len(prompts) * samples} answers ({time.perf_counter() - t1:.0f} s)")
+    sample_s = time.perf_counter() - t1
+    pairs = []
+    for ep in episodes:
+        first = ep.training_samples()[0]
+        pairs.append((list(first.input_ids), list(first.action_mask)))
+    t2 = time.perf_counter()
+    per_token = exact_kl(policy, ref, pairs, temperature=temperature, device=device, ref_ctx=ref_ctx)
+    kl_s = time.perf_counter() - t2
+    kl_sum, tokens, seq_mean = [], [], []
+    for p in range(len(prompts)):
+        rows = per_token[p * samples:(p + 1) * samples]
+        kl_sum.append(sum(sum(r) for r in rows))
+        tokens.append(sum(len(r) for r in rows))
+        seq_mean.append(sum(sum(r) for r in rows) / len(rows))
+    if sum(tokens) == 0:
+        raise ConfigError(f"{ws.rel(ckpt)}: the policy generated no tokens for the drift prompts")
+    keep = [i for i, t in enumerate(tokens) if t > 0]
+    stats = bootstrap_ci([kl_sum[i] for i in keep], [tokens[i] for i in keep], [seq_mean[i] for i in keep],
+                         confidence)
+    flat = sorted(x for r in per_token for x in r)
+    report = {
+        "kind": "drift", "version": REPORT_VERSION, "seed_index": seed_index, "seed": scfg.run.seed,
+        "checkpoint": {"path": ws.rel(ckpt), "step": int(read_meta(ckpt)[META_STEP]),
+                       "manifest_sha256": sha256_file(ckpt / MANIFEST_FILE)},
+        "reference": "the base model with the adapter disabled" if ref_ctx is not None else f"base {scfg.model.base}",
+        "units": "nats; KL(pi || ref) of softmax(logits / temperature), exact over the vocabulary",
+        "prompts": {"n": len(prompts), "with_tokens": len(keep),
+                    "ids_sha256": sha256_json(sorted(str(p["id"]) for p in prompts))},
+        "samples_per_prompt": samples, "temperature": temperature, "top_p": top_p,
+        "max_new_tokens": scfg.model.max_new_tokens, "tokens": int(sum(tokens)),
+        **stats,
+        "per_token_quantiles": {q: flat[min(len(flat) - 1, int(q_ * len(flat)))]
+                                for q, q_ in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
+        "bound": bound, "seconds": {"load": round(load_s, 2), "sample": round(sample_s, 2), "kl": round(kl_s, 2)},
+        "backend": "torch",
+    }
+    path = ws.path(drift_report_path(seed_index))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, report)
+    register_artifact(ws, path, "drift", seed_index=seed_index)
+    return path, report
