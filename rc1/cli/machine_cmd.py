@@ -99,42 +99,40 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"state: {m.state}")
 
 
+def _acceptance_config(ws, flag: str, to: str, config: str | None, needs: str, gate: str) -> str:
+    """The config path an acceptance flag (`flag`) applies to; refused unless --to passes state `needs`."""
+    from rc1.machine.service import resolve_state
+    from rc1.runtime.errors import ConfigError
+    from rc1.state import store
+    from rc1.state.table import STATES
+
+    if STATES.index(resolve_state(to)) < STATES.index(needs):
+        raise ConfigError(f"{flag} is for the {gate}; --to {to} does not pass it")
+    path = config or store.load_record(ws).config_path
+    if path is None:
+        raise ConfigError(f"{flag} needs --config (which run's training to accept)")
+    return path
+
+
 def _accept_early_stop(ws, to: str, config: str | None, why: str) -> None:
     """Record the operator's acceptance of early-stopped runs before the gates run (rc1.eval.runs)."""
     from rc1.config.load import load_train_config
     from rc1.eval.runs import accept_early_stop
-    from rc1.state import store
-    from rc1.machine.service import resolve_state
-    from rc1.state.table import STATES
-    from rc1.runtime.errors import ConfigError
+    from rc1.state.store import AUDIT_FILE
 
-    target = resolve_state(to)
-    if STATES.index(target) < STATES.index("scale_1000"):
-        raise ConfigError(f"--accept-early-stop is for the RC1 gate (eval -> scale_1000); --to {to} does not pass it")
-    path = config or store.load_record(ws).config_path
-    if path is None:
-        raise ConfigError("--accept-early-stop needs --config (which run's training to accept)")
+    path = _acceptance_config(ws, "--accept-early-stop", to, config, "scale_1000", "RC1 gate (eval -> scale_1000)")
     for e in accept_early_stop(ws, load_train_config(path, ws), why, config_path=path):
         typer.echo(f"accepted early stop of {e['run_dir']} ({e['reason']} at step {e['step']}/{e['max_steps']}, "
-                   f"{e['end_record']} sha256 {e['end_record_sha256'][:12]}): recorded in {store.AUDIT_FILE}")
+                   f"{e['end_record']} sha256 {e['end_record_sha256'][:12]}): recorded in {AUDIT_FILE}")
 
 
 def _accept_divergence(ws, to: str, config: str | None, why: str) -> None:
     """Record the operator's acceptance of divergence alerts before the gates run (rc1.eval.runs)."""
     from rc1.config.load import load_train_config
     from rc1.eval.runs import accept_divergence
-    from rc1.state import store
-    from rc1.machine.service import resolve_state
-    from rc1.state.table import STATES
-    from rc1.runtime.errors import ConfigError
+    from rc1.state.store import AUDIT_FILE
 
-    target = resolve_state(to)
-    if STATES.index(target) < STATES.index("eval"):
-        raise ConfigError(f"--accept-divergence is for the training_done gate (training -> eval); --to {to} does not "
-                          "pass it")
-    path = config or store.load_record(ws).config_path
-    if path is None:
-        raise ConfigError("--accept-divergence needs --config (which run's training to accept)")
+    path = _acceptance_config(ws, "--accept-divergence", to, config, "eval", "training_done gate (training -> eval)")
     for e in accept_divergence(ws, load_train_config(path, ws), why, config_path=path):
         typer.echo(f"accepted {e['alerts']} divergence alert(s) of {e['run_dir']} ({e['end_record']} sha256 "
-                   f"{e['end_record_sha256'][:12]}): recorded in {store.AUDIT_FILE}")
+                   f"{e['end_record_sha256'][:12]}): recorded in {AUDIT_FILE}")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ACCEPT_EARLY_STOP = "accept_early_stop"
 ACCEPT_DIVERGENCE = "accept_divergence"  # the training_done gate: a run's reward/success divergence alerts accepted
+DIVERGENCE_ALERT = "reward_success_divergence"  # the kind rc1.training.monitor.DivergenceMonitor gives its alerts
 UNKNOWN = "unknown"
 
 
@@ -104,65 +105,73 @@ def acceptance_for(ws: Workspace, run_dir: str, end: RunEnd, trigger: str = ACCE
     return found[-1] if found else None
 
 
-def accept_early_stop(ws: Workspace, cfg: "TrainConfig", why: str, *, config_path: str | None = None) -> list[dict]:
-    """Record the operator's acceptance of every seed run of `cfg` that stopped early (audit log).
-
-    Raises ConfigError when `why` is empty or no run of this config stopped early."""
+def _record_acceptances(ws: Workspace, cfg: "TrainConfig", why: str, config_path: str | None, *, flag: str,
+                        example: str, trigger: str, describe) -> list[dict]:
+    """One audit-log entry per seed run of `cfg` that `describe(run, end)` returns fields for (None: skip it),
+    naming the run's end record by sha256 so it never applies to a later run."""
     from rc1.config.load import config_hash
     from rc1.state.store import append_audit, load_record
     from rc1.runtime.provenance import git_commit
 
     why = (why or "").strip()
     if not why:
-        raise ConfigError("--accept-early-stop needs a reason: --accept-early-stop \"why the shorter run is acceptable\"")
+        raise ConfigError(f"{flag} needs a reason: {flag} \"{example}\"")
     state = load_record(ws).state
     entries = []
     for run in seed_runs(cfg):
         end = read_end(ws, run.end_file)
-        if not end.stopped_early:
+        fields = describe(run, end)
+        if fields is None:
             continue
+        entry = {"from": state, "to": state, "trigger": trigger, "gate": None, "passed": None,
+                 "seed_index": run.index, "seed": run.seed, "run_dir": run.checkpoint_dir, "end_record": run.end_file,
+                 "end_record_sha256": end.sha256, **fields, "why": why, "operator": getpass.getuser(),
+                 "config_path": config_path, "config_hash": config_hash(cfg), "git_commit": git_commit()}
+        append_audit(ws, entry)
+        entries.append(entry)
+    return entries
+
+
+def accept_early_stop(ws: Workspace, cfg: "TrainConfig", why: str, *, config_path: str | None = None) -> list[dict]:
+    """Record the operator's acceptance of every seed run of `cfg` that stopped early (audit log).
+
+    Raises ConfigError when `why` is empty or no run of this config stopped early."""
+
+    def describe(run, end):
+        if not end.stopped_early:
+            return None
         rec = end.record or {}
         ckpt = rec.get("checkpoint")
         manifest = ws.path(ckpt) / "manifest.json" if ckpt else None
-        entry = {"from": state, "to": state, "trigger": ACCEPT_EARLY_STOP, "gate": None, "passed": None,
-                 "seed_index": run.index, "seed": run.seed, "run_dir": run.checkpoint_dir, "end_record": run.end_file,
-                 "end_record_sha256": end.sha256, "reason": end.reason, "step": rec.get("step"),
-                 "max_steps": rec.get("max_steps"), "checkpoint": ckpt,
-                 "checkpoint_manifest_sha256": sha256_file(manifest) if manifest and manifest.exists() else None,
-                 "why": why, "operator": getpass.getuser(), "config_path": config_path,
-                 "config_hash": config_hash(cfg), "git_commit": git_commit()}
-        append_audit(ws, entry)
-        entries.append(entry)
+        return {"reason": end.reason, "step": rec.get("step"), "max_steps": rec.get("max_steps"), "checkpoint": ckpt,
+                "checkpoint_manifest_sha256": sha256_file(manifest) if manifest and manifest.exists() else None}
+
+    entries = _record_acceptances(ws, cfg, why, config_path, flag="--accept-early-stop",
+                                  example="why the shorter run is acceptable", trigger=ACCEPT_EARLY_STOP,
+                                  describe=describe)
     if not entries:
         ends = ", ".join(f"{r.end_file}: {read_end(ws, r.end_file).reason or 'no record'}" for r in seed_runs(cfg))
         raise ConfigError(f"--accept-early-stop: no training run of this config stopped early ({ends}); nothing to accept")
     return entries
 
 
+def divergence_alerts(end_record: dict | None) -> list[dict]:
+    """The reward/success divergence alerts a run's end record lists (not its KL alerts)."""
+    return [a for a in (end_record or {}).get("alerts") or [] if a.get("kind") == DIVERGENCE_ALERT]
+
+
 def accept_divergence(ws: Workspace, cfg: "TrainConfig", why: str, *, config_path: str | None = None) -> list[dict]:
     """Record the operator's acceptance of the reward/success divergence alerts of every seed run of `cfg` that
     raised one (audit log; the training_done gate reads it). Raises ConfigError when `why` is empty or no run
     of this config raised an alert."""
-    from rc1.config.load import config_hash
-    from rc1.state.store import append_audit, load_record
-    from rc1.runtime.provenance import git_commit
 
-    why = (why or "").strip()
-    if not why:
-        raise ConfigError("--accept-divergence needs a reason: --accept-divergence \"why the reward rise is genuine\"")
-    state = load_record(ws).state
-    entries = []
-    for run in seed_runs(cfg):
-        end = read_end(ws, run.end_file)
-        alerts = (end.record or {}).get("alerts") or []
-        if not alerts:
-            continue
-        entry = {"from": state, "to": state, "trigger": ACCEPT_DIVERGENCE, "gate": None, "passed": None,
-                 "seed_index": run.index, "seed": run.seed, "run_dir": run.checkpoint_dir, "end_record": run.end_file,
-                 "end_record_sha256": end.sha256, "alerts": len(alerts), "why": why, "operator": getpass.getuser(),
-                 "config_path": config_path, "config_hash": config_hash(cfg), "git_commit": git_commit()}
-        append_audit(ws, entry)
-        entries.append(entry)
+    def describe(run, end):
+        alerts = divergence_alerts(end.record)
+        return {"alerts": len(alerts)} if alerts else None
+
+    entries = _record_acceptances(ws, cfg, why, config_path, flag="--accept-divergence",
+                                  example="why the reward rise is genuine", trigger=ACCEPT_DIVERGENCE,
+                                  describe=describe)
     if not entries:
         raise ConfigError("--accept-divergence: no training run of this config raised a reward/success divergence "
                           "alert; nothing to accept")

@@ -37,8 +37,7 @@ from rc1.runtime.fingerprint import Evidence
 
 COMPLETED = "completed"
 EARLY_STOPS = ("operator", "early_stop", "target_kl", "interrupt")
-INTERRUPTIONS = ("operator", "interrupt")
-DIVERGENCE_KIND = "reward_success_divergence"  # rc1.training.monitor.DivergenceMonitor.KIND  # a run stopped from outside: `rc1 resume` continues it
+INTERRUPTIONS = ("operator", "interrupt")  # a run stopped from outside: `rc1 resume` continues it
 
 
 def _read(ws, rel):
@@ -178,10 +177,10 @@ def _num(x) -> str:
 
 def _divergence_check(label: str, ws, sr, end: dict) -> Check:
     """No reward/success divergence alert in the run, or the operator's audited acceptance of this run's."""
-    from rc1.eval.runs import ACCEPT_DIVERGENCE, acceptance_for, read_end
+    from rc1.eval.runs import ACCEPT_DIVERGENCE, acceptance_for, divergence_alerts, read_end
 
     name = f"{label}: reward/success divergence alerts"
-    alerts = [a for a in end.get("alerts") or [] if a.get("kind") == DIVERGENCE_KIND]
+    alerts = divergence_alerts(end)
     if not alerts:
         return Check(name, 0, "0 alerts (or accepted by the operator)", True,
                      "the reward never rose while verified success stayed flat (monitor window)")

@@ -36,6 +36,7 @@ import math
 from dataclasses import dataclass, field
 
 from rc1.engines.contract import KLAdjustable
+from rc1.eval.runs import DIVERGENCE_ALERT
 from rc1.strategies.rl_math import AdaptiveKLController, MeanKLController
 
 
@@ -56,7 +57,7 @@ class Alert:
 
 
 class DivergenceMonitor:
-    KIND = "reward_success_divergence"
+    KIND = DIVERGENCE_ALERT
 
     def __init__(self, window: int, alpha: float):
         if window < 4:

@@ -229,6 +229,10 @@ def test_a_divergence_alert_refuses_unless_the_operator_accepts_this_run(ws):
     ok = _divergence_check("seed 0 (1)", ws, sr, {"alerts": [{"kind": "kl_above_bound", "step": 3}]})
     assert ok.passed and ok.measured == 0
 
+    atomic_write_json(ws.path(sr.end_file), {**end, "alerts": [{"kind": "kl_above_bound", "step": 3}]})
+    res = cli(ws, "advance", "--to", "eval", "--config", "configs/tiny.yaml", "--accept-divergence", "checked")
+    assert res.exit_code == 2 and "nothing to accept" in res.output  # a KL alert is not one to accept
+    atomic_write_json(ws.path(sr.end_file), end)
     res = cli(ws, "advance", "--to", "round1", "--config", "configs/tiny.yaml", "--accept-divergence", "checked")
     assert res.exit_code == 2 and "training_done gate" in res.output
     res = cli(ws, "advance", "--to", "eval", "--config", "configs/tiny.yaml", "--accept-divergence", "  ")
