@@ -14,6 +14,7 @@ returns the result; `run_area` runs one and writes reports/bench/<area>.json.
   memory   peak memory of one GRPO step of a model shape (QLoRA, LoRA, full), measured or extrapolated
   learn    rc1 vs TRL GRPO on the same budget: held-out accuracy against wall time
   seeds    a run config through `rc1 pipeline` at N seeds: each seed's held-out gain with its paired CI
+  gates    broken runs (lr x 20, no change, no learnable level) refused by the check named for them
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed", "micro", "memory", "learn", "seeds")
+AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed", "micro", "memory", "learn", "seeds", "gates")
 
 
 def report_path(ws, area: str) -> Path:

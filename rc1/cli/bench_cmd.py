@@ -205,5 +205,17 @@ def seeds(
     _run("seeds", config=config, seeds=n)
 
 
+@bench_app.command("gates")
+def gates(
+    config: Annotated[str, typer.Option("--config", "-c", help="run config (workspace-relative)")] = "configs/local.yaml",
+    case: Annotated[Optional[list[str]], typer.Option(help="broken case, repeatable: drift, no-change, no-level "
+                                                           "(default: all)")] = None,
+    healthy_seeds: Annotated[int, typer.Option(min=0, help="also run `bench seeds` at N seeds and count its "
+                                                           "refusals as false refusals")] = 0,
+) -> None:
+    """Broken runs through `rc1 pipeline`, each in its own workspace: refused by the check named for them?"""
+    _run("gates", config=config, cases=case, healthy_seeds=healthy_seeds)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(bench_app, name="bench")
