@@ -24,7 +24,7 @@ def test_stage_order_walks_the_gated_machine_to_eval(ws):
     # local.yaml fits the work to the model before round 1 and trains one seed
     order = ["data: make-min", "scorer: live probe", "data: difficulty fit", "reward: base answers (dev split)",
              "gate: round1", "reward: calibrate", "reward: shadow run", "learning signal", "gate: round2", "train",
-             "gate: training done", "eval", "report"]
+             "drift", "gate: training done", "eval", "report"]
     assert [n for n in names if n in order] == order
     pipe = _pipeline(ws)
     shadow = _stage(pipe, "reward: shadow run")  # reads eval.shadow_run_source (eval_base here) and its n from the config
@@ -84,6 +84,28 @@ def test_interrupted_training_resumes_from_latest_and_eval_reruns_for_a_new_chec
     assert _stage(pipe, "eval").done()
     write_trainer_checkpoint(ws, cfg, 8, scale=0.9)  # a newer latest (training went on)
     assert not _stage(_pipeline(ws, "configs/tiny.yaml"), "eval").done()
+
+
+def test_the_drift_stage_is_done_only_for_the_current_latest_checkpoint(tiny_ws):
+    from rc1.config.load import load_train_config
+    from rc1.eval.drift import drift_report_path
+    from rc1.runtime.atomic import atomic_write_json
+    from rc1.runtime.fingerprint import register_artifact, sha256_file
+    from rc1.state import store
+
+    ws = tiny_ws
+    cfg = load_train_config("configs/tiny.yaml", ws)
+    store.save_record(ws, store.MachineRecord(state="training"))
+    ck = write_trainer_checkpoint(ws, cfg, 4)
+    drift = _stage(_pipeline(ws, "configs/tiny.yaml"), "drift")
+    assert drift.argv == ["drift", "--config", "configs/tiny.yaml"] and not drift.done()
+    path = ws.path(drift_report_path(0))
+    atomic_write_json(path, {"checkpoint": {"manifest_sha256": sha256_file(ck / "manifest.json")}})
+    assert not drift.done()                       # no sidecar: a half-written report is never taken
+    register_artifact(ws, path, "drift")
+    assert drift.done()
+    write_trainer_checkpoint(ws, cfg, 8, scale=0.9)  # training went on: the report measured an older checkpoint
+    assert not drift.done()
 
 
 def test_ctrl_c_lets_the_running_stage_stop_cleanly_while_its_output_is_read(ws):
