@@ -65,8 +65,9 @@ CASES = {c.name: c for c in (
 )}
 
 
-def case_workspace(ws, config: str, case: Case):
-    """A fresh workspace for `case` with the repository's configs and templates and the changed config; returns
+def case_workspace(ws, config: str, case: Case, max_steps: int | None = None):
+    """A fresh workspace for `case` with the repository's configs and templates and the changed config (and
+    `max_steps` training steps when given: a shorter broken run, which can only drift less); returns
     (workspace, config path inside it)."""
     from rc1.runtime.workspace import Workspace
 
@@ -83,6 +84,11 @@ def case_workspace(ws, config: str, case: Case):
         raise ConfigError(f"{config}: the drift case needs a target_kl (the drift bound is kl_tolerance x target_kl)")
     data = read_mapping(ws.path(config), config)
     case.change(data, cfg)
+    if max_steps is not None:
+        data["steps"] = max_steps
+        run_section = data.setdefault("run", {})
+        run_section["max_steps"] = max_steps
+        run_section["save_steps"] = min(max_steps, int(run_section.get("save_steps") or max_steps))
     import yaml
 
     rel = f"configs/bench_gates_{case.name}.yaml"
@@ -106,15 +112,15 @@ def verdict(sub, case: Case, exit_code: int) -> dict:
 
 
 def run(ws, quick: bool = False, config: str = "configs/local.yaml", cases: list[str] | None = None,
-        healthy_seeds: int = 0) -> dict:
+        healthy_seeds: int = 0, max_steps: int | None = None) -> dict:
     names = cases or list(CASES)
     unknown = [n for n in names if n not in CASES]
     if unknown:
         raise ConfigError(f"--case {', '.join(unknown)}: unknown; known: {', '.join(CASES)}")
-    out: dict = {"config": config, "cases": []}
+    out: dict = {"config": config, "cases": [], "max_steps": max_steps}
     for name in names:
         case = CASES[name]
-        sub, rel = case_workspace(ws, config, case)
+        sub, rel = case_workspace(ws, config, case, max_steps)
         print(f"rc1 bench gates: {name} ({case.what}) in {ws.rel(sub.root)}: rc1 pipeline --config {rel}", flush=True)
         t0 = time.time()
         proc = subprocess.run([sys.executable, "-m", "rc1.cli.main", "--workdir", str(sub.root), "pipeline",

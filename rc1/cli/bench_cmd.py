@@ -212,9 +212,11 @@ def gates(
                                                            "(default: all)")] = None,
     healthy_seeds: Annotated[int, typer.Option(min=0, help="also run `bench seeds` at N seeds and count its "
                                                            "refusals as false refusals")] = 0,
+    max_steps: Annotated[Optional[int], typer.Option(min=1, help="training steps of the broken runs (default: the "
+                                                                 "config's; fewer can only drift less)")] = None,
 ) -> None:
     """Broken runs through `rc1 pipeline`, each in its own workspace: refused by the check named for them?"""
-    _run("gates", config=config, cases=case, healthy_seeds=healthy_seeds)
+    _run("gates", config=config, cases=case, healthy_seeds=healthy_seeds, max_steps=max_steps)
 
 
 def register(app: typer.Typer) -> None:

@@ -27,8 +27,9 @@ def test_each_case_changes_only_what_it_names_in_its_own_workspace(ws):
     sub, rel = case_workspace(ws, "configs/local.yaml", CASES["no-level"])
     levels = load_train_config(rel, sub).difficulty_fit.levels  # local.yaml fits gsm8k 0-4, the others 0-2
     assert {t: tuple(v) for t, v in levels.items()} == {"gsm8k": (4, 4), "hotpotqa": (2, 2), "strategyqa": (2, 2)}
-    sub, rel = case_workspace(ws, "configs/local.yaml", CASES["no-change"])
-    assert load_train_config(rel, sub).engine.lr == pytest.approx(1e-6 * base.engine.lr)
+    sub, rel = case_workspace(ws, "configs/local.yaml", CASES["no-change"], max_steps=30)
+    short = load_train_config(rel, sub)
+    assert short.engine.lr == pytest.approx(1e-6 * base.engine.lr) and short.run.max_steps == short.steps == 30
 
 
 def test_a_case_is_detected_only_by_its_own_gate_and_check(ws):
