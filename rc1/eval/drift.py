@@ -120,6 +120,7 @@ def exact_kl(policy, ref, samples: list, *, temperature: float, device, batch_si
     import torch
 
     from rc1.envs.sampling import sampling_logits
+    from rc1.models.loader import causal_lm
 
     out: list[list[float]] = []
     policy.eval()
@@ -138,9 +139,14 @@ def exact_kl(policy, ref, samples: list, *, temperature: float, device, batch_si
         sel = act[:, 1:].to(device)  # the logits at position t predict token t+1
 
         def logprobs(model, ctx):
+            # the vocabulary projection only at the generated positions (a prompt is ~10x its answer), in fp32
+            lm = causal_lm(model)
             with ctx, torch.no_grad():
-                logits = model(input_ids=ids, attention_mask=att, use_cache=False).logits[:, :-1][sel]
-            return torch.log_softmax(sampling_logits(logits.float(), temperature), dim=-1)
+                h = lm.get_decoder()(input_ids=ids, attention_mask=att, use_cache=False).last_hidden_state[:, :-1][sel]
+                head = lm.get_output_embeddings()
+                logits = torch.nn.functional.linear(h.float(), head.weight.float(),
+                                                    None if head.bias is None else head.bias.float())
+            return torch.log_softmax(sampling_logits(logits, temperature), dim=-1)
 
         lp = logprobs(policy, contextlib.nullcontext())
         lq = logprobs(ref, ref_ctx() if ref_ctx is not None else contextlib.nullcontext())
@@ -161,6 +167,7 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
     from rc1.eval.loading import load_base, load_checkpoint_model, resolve_checkpoint, torch_setup
     from rc1.generation import SamplingParams
     from rc1.generation.torch_backend import TorchSampler
+    from rc1.models.loader import is_peft
     from rc1.runtime.checkpoint import MANIFEST_FILE, META_STEP, read_meta
 
     run = cfg.seed_run(seed_index)
@@ -172,7 +179,7 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
     t0 = time.perf_counter()
     policy, tok = load_checkpoint_model(scfg, ckpt, device, dtype)
     ref_ctx = None
-    if hasattr(policy, "disable_adapter") and hasattr(policy, "peft_config"):
+    if is_peft(policy):
         ref, ref_ctx = policy, policy.disable_adapter  # a LoRA/QLoRA run: the base is the model without its adapter
     else:
         ref, _ = load_base(scfg, device, dtype)
