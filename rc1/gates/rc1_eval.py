@@ -21,14 +21,20 @@ held-out items with a difficulty fit, else the shadow set):
       per task (fitted set)             the success delta, and the margin over the majority class for a task
                                         with a closed answer set
 
-The behaviour checks are judged on the first set, the judged one then the shadow set, that can measure them
-by construction (the report's sets[*].measures): a set without clarification items cannot show a
-clarification change, one of single-turn items cannot show a turns change:
+The behaviour checks are improvements where the judged set can measure them by construction (the report's
+sets[*].measures: a set without clarification items cannot show a clarification change, one of single-turn
+items cannot show a turns change):
 
       needs-clarification success delta CI lower bound >= needs_clar_success_pp_min pp
       over-clarification reduction     (base - trained) / base, CI lower bound >= overclar_rel_reduction_min
       average turns increase           CI upper bound <= avg_turns_max_increase
-      hard-bucket success (hq + sq)    CI lower bound >= hard_success_pp_min pp (not applicable: no set has them)
+      hard-bucket success (hq + sq)    CI lower bound >= hard_success_pp_min pp
+
+With a difficulty fit whose levels cannot measure one (the embedded default trains bare sums), the run was not
+trained for it, so the full-difficulty shadow set guards it instead, as non-inferiority with the margin
+shadow_noninferiority_pp: needs-clarification and hard-bucket success CI lower bound >= margin, the
+over-clarification rate's increase CI upper bound <= -margin pp, the average turns' increase CI upper bound
+<= avg_turns_max_increase. Where no set can measure one it is not applicable, with the reason.
 
 With a difficulty fit the full-difficulty shadow set also guards against regression: its success delta's CI
 lower bound >= shadow_noninferiority_pp, on at least shadow_min_n items (fewer fails, naming the size).
@@ -248,47 +254,86 @@ def turns_check(g, t: dict, prefix: str, set_name: str) -> Check:
 
 
 def judged_checks(g, report: dict, held_name: str) -> list[Check]:
-    """Every RC1 threshold, pooled over the report's runs: success on the judged set, each behaviour check on
-    the first set that can measure it by construction, and (with a fit) non-inferiority on the shadow set."""
+    """Every RC1 threshold, pooled over the report's runs: success on the judged set; each behaviour check as an
+    improvement where the judged set can measure it by construction; with a fit, where only the shadow set can,
+    as non-inferiority there (the run trained on the fitted levels only: a gain outside them is not what it
+    was asked for, a loss is); and, with a fit, success non-inferiority on the shadow set."""
     from rc1.eval.splits import FITTED, HELDOUT
 
-    order = [held_name] + ([HELDOUT] if held_name != HELDOUT and HELDOUT in report["pooled"] else [])
+    shadow = HELDOUT if held_name != HELDOUT and HELDOUT in report["pooled"] else None
+    order = [held_name] + ([shadow] if shadow else [])
 
-    def first(kind: str) -> str | None:
-        for name in order:
-            k = measures(report, name).get(kind)
-            if k is None or k > 0:
-                return name
-        return None
-
-    def pre(name: str) -> str:
-        return "" if name == held_name else f"{name} set: "
+    def can(name: str | None, kind: str) -> bool:
+        k = measures(report, name).get(kind) if name else 0
+        return k is None or k > 0
 
     out = success_checks(g, report, held_name, per_task=held_name == FITTED)
-    clar = first("needs_clarification")
-    behaviour = behaviour_checks(g, report, clar or held_name, pre(clar or held_name))
-    if clar is None:  # no set of this run has an item that needs clarification (a custom task without any)
-        behaviour[0] = Check.not_applicable("needs-clarification success delta (pp, CI lower bound)",
-                                            "no item of any set needs clarification: " + ", ".join(order))
-    turns = first("multi_turn")
-    if turns != clar:
-        behaviour[-1] = (turns_check(g, report["pooled"][turns]["avg_turns"], pre(turns), turns) if turns else
-                         Check.not_applicable("average turns increase (CI upper bound)",
-                                              "every item of every set is single-turn: " + ", ".join(order)))
+    behaviour = behaviour_checks(g, report, held_name)
+    guards = guard_checks(g, report, shadow) if shadow else None
+    if not can(held_name, "needs_clarification"):
+        behaviour[0] = guards[0] if guards and can(shadow, "needs_clarification") else Check.not_applicable(
+            "needs-clarification success delta (pp, CI lower bound)",
+            "no item of any set needs clarification: " + ", ".join(order))
+        behaviour[1] = guards[1] if guards else behaviour[1]
+    if not can(held_name, "multi_turn"):
+        behaviour[2] = guards[2] if guards and can(shadow, "multi_turn") else Check.not_applicable(
+            "average turns increase (CI upper bound)", "every item of every set is single-turn: " + ", ".join(order))
     out += behaviour
     name = "hard-bucket success delta, hotpotqa+strategyqa (pp, CI lower bound)"
-    hard = first("hard_hq_sq")
-    if hard is None or not set(report["results"][hard]["base"]["by_task"]) & set(HARD_TASKS):
+    has_hard = lambda n: can(n, "hard_hq_sq") and set(report["results"][n]["base"]["by_task"]) & set(HARD_TASKS)  # noqa: E731
+    if has_hard(held_name):
+        d = report["pooled"][held_name]["hard_hq_sq"]
+        out.append(_gain(name, d, g.hard_success_pp_min, False, _rates(d, d.get("seeds") or 1),
+                         f"no hard hotpotqa/strategyqa items in the {held_name} set"))
+    elif guards and has_hard(shadow):
+        out.append(guards[3])
+    else:
         tasks = "; ".join(f"{n}: {', '.join(report['results'][n]['base']['by_task'])}" for n in order)
         out.append(Check.not_applicable(name, "no set has hard hotpotqa or strategyqa items "
                                         f"(tasks: {tasks if len(order) > 1 else tasks.split(': ', 1)[1]})"))
-    else:
-        d = report["pooled"][hard]["hard_hq_sq"]
-        out.append(_gain(pre(hard) + name, d, g.hard_success_pp_min, False, _rates(d, d.get("seeds") or 1),
-                         f"no hard hotpotqa/strategyqa items in the {hard} set"))
-    if held_name != HELDOUT and HELDOUT in report["pooled"]:
+    if shadow:
         out.append(noninferiority_check(g, report))
     return out
+
+
+def guard_checks(g, report: dict, set_name: str) -> list[Check]:
+    """The behaviour checks as non-inferiority on the shadow set, margin gates.eval.shadow_noninferiority_pp:
+    needs-clarification success and hard-bucket success may not fall (CI lower bound >= margin), the
+    over-clarification rate may not rise (CI upper bound <= -margin pp), nor the average turns
+    (CI upper bound <= avg_turns_max_increase; every episode of both models at one turn is no increase)."""
+    pooled = report["pooled"][set_name]
+    seeds = pooled["seeds"]
+    m = g.shadow_noninferiority_pp
+    pre = f"{set_name} set: "
+    nc = pooled["needs_clar_success"]
+    clar = _gain(pre + "needs-clarification success, non-inferiority (pp, CI lower bound)", nc, m, False,
+                 _rates(nc, seeds), f"no needs-clarification items in the {set_name} set")
+    oc = pooled["overclar"]
+    name = pre + "over-clarification rate increase, non-inferiority (pp, CI upper bound)"
+    threshold = f"<= {-m:g} (95% CI upper bound)"
+    if not oc.get("n") or not oc.get("ci95_pp"):
+        over = Check.not_measurable(name, threshold, f"no items without a clarification need in the {set_name} set")
+    else:
+        hi = oc["ci95_pp"][1]
+        over = Check(name, hi, threshold, hi <= -m, f"{_point(oc)}; asked without need: {_rates(oc, seeds)}")
+    t = pooled["avg_turns"]
+    name = pre + "average turns increase (CI upper bound)"
+    threshold = f"<= {g.avg_turns_max_increase:g} (95% CI upper bound)"
+    if t["base"] is None or not t["ci95"]:
+        turns = Check.not_measurable(name, threshold, f"no paired {set_name} items")
+    elif t.get("constant") is not None:
+        turns = Check(name, 0.0, threshold, 0.0 <= g.avg_turns_max_increase,
+                      f"every episode of both models took {t['constant']:g} turn(s) where more were allowed: no "
+                      "increase")
+    else:
+        ci = t["ci95"]
+        turns = Check(name, ci[1], threshold, ci[1] <= g.avg_turns_max_increase,
+                      f"point estimate {t['delta']:+.3f}, 95% CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; base {t['base']:.3f} -> "
+                      f"trained {t['trained']:.3f} turns")
+    d = pooled["hard_hq_sq"]
+    hard = _gain(pre + "hard-bucket success, hotpotqa+strategyqa, non-inferiority (pp, CI lower bound)", d, m, False,
+                 _rates(d, d.get("seeds") or 1), f"no hard hotpotqa/strategyqa items in the {set_name} set")
+    return [clar, over, turns, hard]
 
 
 def heldout_checks(g, held: dict, prefix: str = "", per_task: bool = False) -> list[Check]:

@@ -4,6 +4,8 @@ eval records, no model; each shipped config's gate passes a good run and refuses
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -176,6 +178,11 @@ def config_report(ws, config: str, *, good_fitted: bool, good_shadow: bool, n_sh
 
 
 SHIPPED = [("configs/ppo_scale.yaml", "configs/gates.yaml"), ("configs/local.yaml", "configs/gates_local.yaml")]
+GUARDS = ("shadow set: needs-clarification success, non-inferiority (pp, CI lower bound)",
+          "shadow set: over-clarification rate increase, non-inferiority (pp, CI upper bound)",
+          "shadow set: average turns increase (CI upper bound)",
+          "shadow set: hard-bucket success, hotpotqa+strategyqa, non-inferiority (pp, CI lower bound)",
+          "shadow set: success delta, non-inferiority (pp, CI lower bound)")
 
 
 @pytest.mark.parametrize("config,gates", SHIPPED)
@@ -186,13 +193,10 @@ def test_a_shipped_configs_gate_passes_a_good_run_with_every_check_measurable(ws
     c = by_name(res)
     assert res.passed and not res.warnings, [x.to_dict() for x in res.failing + res.warnings]
     assert not [x.name for x in res.checks if x.status == "not measurable"]
-    # success on the fitted set; every behaviour check on the shadow set, where it is measurable
+    # success on the fitted set; every behaviour check the fitted levels cannot measure guarded on the shadow set
     assert c["held-out success delta (pp, CI lower bound)"].status == "pass"
-    for name in ("needs-clarification success delta (pp, CI lower bound)",
-                 "over-clarification relative reduction (CI lower bound)", "average turns increase (CI upper bound)",
-                 "hard-bucket success delta, hotpotqa+strategyqa (pp, CI lower bound)",
-                 "success delta, non-inferiority (pp, CI lower bound)"):
-        assert c[f"shadow set: {name}"].status == "pass"
+    for name in GUARDS:
+        assert c[name].status == "pass"
     assert {f"{t}: held-out success delta (pp, CI lower bound)" for t in TASKS3} <= set(c)
     # the margin over the majority class per task only where the answers are a closed set
     assert "strategyqa: trained success - majority-class baseline (pp, CI lower bound)" in c
@@ -210,8 +214,30 @@ def test_a_shipped_configs_gate_refuses_a_bad_run(ws, config, gates):
     assert not res.passed and not [x.name for x in res.checks if x.status == "not measurable"]
     assert {"held-out success delta (pp, CI lower bound)",
             "shadow set: success delta, non-inferiority (pp, CI lower bound)",
-            "shadow set: over-clarification relative reduction (CI lower bound)",
+            "shadow set: over-clarification rate increase, non-inferiority (pp, CI upper bound)",
             "shadow set: average turns increase (CI upper bound)"} <= failing
+
+
+@pytest.mark.parametrize("config,gates", SHIPPED)
+def test_a_fitted_gain_with_a_flat_shadow_set_passes(ws, config, gates):
+    """What make run produced: +20 pp on the fitted bare sums and the full-difficulty shadow set unchanged (the
+    trained model answers it as the base did). Training on bare sums was never asked to improve clarification
+    or the hard bucket; it is asked not to lose them, and it did not."""
+    config_report(ws, config, good_fitted=True, good_shadow=True)
+    path = sorted(ws.root.glob("reports/eval_*.json"))[-1]
+    rep = json.loads(path.read_text())
+    sh = rep["pooled"]["shadow"]
+    for key in ("success", "needs_clar_success", "hard_hq_sq", "overclar"):
+        sh[key].update(trained=sh[key]["base"], delta_pp=0.0, ci95_pp=[0.0, 0.0])
+    sh["avg_turns"].update(trained=sh["avg_turns"]["base"], delta=0.0, ci95=[0.0, 0.0])
+    from rc1.runtime.atomic import atomic_write_json
+    from rc1.runtime.fingerprint import write_sidecar
+
+    atomic_write_json(path, rep)
+    write_sidecar(path)
+    res = run_gate(ws, gates)
+    assert res.passed, [x.to_dict() for x in res.failing]
+    assert all(by_name(res)[n].measured in (0, 0.0) for n in GUARDS)
 
 
 @pytest.mark.parametrize("config,gates", SHIPPED)
