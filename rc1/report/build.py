@@ -151,6 +151,27 @@ def _ended_text(run: dict) -> str:
             if end.get("stopped_early") else f"{end.get('reason')} ({at})")
 
 
+def _drift_lines(ws: Workspace, runs: list[dict]) -> list[str]:
+    """Each evaluated run's drift from the reference (rc1 drift: exact per-token KL on fixed prompts, with its CI)
+    when it was measured on the checkpoint the eval judged."""
+    from rc1.eval.drift import drift_report_path
+
+    lines = []
+    for run in runs:
+        path = ws.path(drift_report_path(run.get("seed_index") or 0))
+        if not path.exists():
+            continue
+        d = json.loads(path.read_text())
+        if d["checkpoint"].get("manifest_sha256") != (run.get("checkpoint") or {}).get("manifest_sha256"):
+            continue
+        tok, ci = d["per_token"], d["per_token"].get("ci") or [float("nan")] * 2
+        lines.append(f"- Drift of `{d['checkpoint']['path']}` from the reference (`rc1 drift`, {d['prompts']['n']} "
+                     f"prompts x {d['samples_per_prompt']} answers at T={d['temperature']}): per-token KL "
+                     f"{tok['mean']:.4f} nats, 95% CI [{ci[0]:.4f}, {ci[1]:.4f}]; per sequence "
+                     f"{d['per_sequence']['mean']:.3f} nats; bound {fmt_num(d.get('bound'), 4)}.")
+    return lines + [""] if lines else []
+
+
 def _judge_lines(runs: list[dict]) -> list[str]:
     """The live judge's bill: per run (from its training end record) and summed over the runs."""
     judged = [(r, r["training"].get("judge")) for r in runs if r.get("training", {}).get("judge")]
@@ -516,6 +537,7 @@ def build_report(ws: Workspace, cfg: "TrainConfig | None" = None, *, config_path
                   f"loss {fmt_num(last.get('loss'), 4)}, reward {fmt_num(last.get('reward'), 4)}, kl {fmt_num(last.get('kl'), 4)}.", ""]
     else:
         lines += ["No `reports/metrics.jsonl` in this workspace (no training run recorded).", ""]
+    lines += _drift_lines(ws, rep["runs"])
     if "training_curves" in plots:
         lines += [f"![training curves]({plots['training_curves']})", ""]
     if "reward_dims" in plots:

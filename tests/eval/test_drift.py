@@ -245,3 +245,14 @@ def test_a_divergence_alert_refuses_unless_the_operator_accepts_this_run(ws):
     # a later run writes a new end record: the acceptance does not carry over
     atomic_write_json(ws.path(sr.end_file), {**end, "step": 60})
     assert not _divergence_check("seed 0 (1)", ws, sr, {**end, "step": 60}).passed
+
+
+def test_the_report_shows_the_drift_of_the_checkpoint_it_evaluated_only(ws, latest):
+    from rc1.report.build import _drift_lines
+    from rc1.runtime.fingerprint import sha256_file
+
+    _report(ws, latest, mean=0.049, ci=[0.041, 0.061])
+    run = {"seed_index": 0, "checkpoint": {"manifest_sha256": sha256_file(latest / "manifest.json")}}
+    (line, _) = _drift_lines(ws, [run])
+    assert "per-token KL 0.0490 nats, 95% CI [0.0410, 0.0610]" in line and "64 prompts x 4 answers" in line
+    assert _drift_lines(ws, [{**run, "checkpoint": {"manifest_sha256": "another"}}]) == []
