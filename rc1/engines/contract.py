@@ -106,6 +106,8 @@ class RolloutStats:
     zero_var_groups: float            # share of groups whose rewards are all equal
     no_success_signal_groups: float   # share of groups whose successes are all equal
     completion_tokens: float          # generated tokens of the step
+    signal_tokens_frac: float         # share of them in groups whose rewards vary: the tokens a group-relative
+                                      # advantage can teach (a zero-variance group's advantages are all 0)
     shaping: float | None             # mean shaping term (None when the rollout carries none)
     dims: dict[str, float]            # mean of each reward dimension (rc1.config.schema.REWARD_DIMENSIONS)
 
@@ -131,6 +133,8 @@ class RolloutStats:
             no_success_signal_groups=sum(1 for grp in success_groups if max(grp) == min(grp))
             / max(1, len(success_groups)),
             completion_tokens=float(sum(comp_lens)),
+            signal_tokens_frac=sum(sum(toks) for grp, toks in zip(reward_groups, _groups(comp_lens, g))
+                                   if max(grp) - min(grp) >= ZERO_VAR_TOL) / max(1, sum(comp_lens)),
             shaping=sum(ro.shaping) / n if ro.shaping else None,
             dims={d: sum(x[d] for x in ro.dims) / n for d in REWARD_DIMENSIONS},
         )
@@ -149,7 +153,7 @@ class RolloutStats:
             "pass_at_k": self.pass_at_k, "completion_len": self.completion_len, "truncated": self.truncated,
             "turns": self.turns, "tool_hops": self.tool_hops, "clarifications": self.clarifications,
             "zero_var_groups": self.zero_var_groups, "no_success_signal_groups": self.no_success_signal_groups,
-            "completion_tokens": self.completion_tokens,
+            "completion_tokens": self.completion_tokens, "signal_tokens_frac": self.signal_tokens_frac,
         }
         if self.shaping is not None:
             out["reward/shaping"] = self.shaping

@@ -215,3 +215,20 @@ def test_a_failing_verifier_stops_the_run_cleanly_naming_the_item(tmp_path, tiny
     assert latest.name == "step_00002" and verify_checkpoint(latest)  # steps 1-2 trained (6 episodes each), kept
     end = read_training_end(ws)
     assert end["reason"] == "verifier_error" and end["stopped_early"] and end["step"] == 2
+
+
+def test_the_share_of_generated_tokens_a_group_advantage_can_teach_by_hand():
+    """Two groups of two: the first's rewards vary (its 3 + 5 tokens reach the loss with a non-zero advantage),
+    the second's are equal (its 10 + 2 tokens teach nothing): 8 of 20 tokens."""
+    from types import SimpleNamespace
+
+    from rc1.config.schema import REWARD_DIMENSIONS
+    from rc1.engines.contract import ScoredRollout
+
+    eps = [SimpleNamespace(action_mask=[0] * 4 + [1] * k, truncated=False, turns=1, tool_hops=0, clarifications=0)
+           for k in (3, 5, 10, 2)]
+    ro = ScoredRollout(items=[{"id": "a"}] * 2 + [{"id": "b"}] * 2, episodes=eps, rewards=[1.0, 0.0, 0.2, 0.2],
+                       successes=[True, False, False, False], dims=[{d: 0.0 for d in REWARD_DIMENSIONS}] * 4,
+                       group_size=2)
+    assert ro.stats.signal_tokens_frac == pytest.approx(8 / 20)
+    assert ro.stats.record()["signal_tokens_frac"] == pytest.approx(0.4) and ro.stats.zero_var_groups == 0.5
