@@ -68,7 +68,7 @@ def drift_prompts(ws: Workspace, cfg: "TrainConfig", n: int) -> list[dict]:
         where = ", ".join(s.path for s in sets if s is not None)
         raise ConfigError(f"gates.training_done.drift_prompts {n}: the dev and held-out files ({where}) hold only "
                           f"{len(pool)} distinct prompts")
-    random.Random(f"drift:{cfg.run.seed}").shuffle(pool)
+    random.Random(f"drift:{cfg.seed_list[0]}").shuffle(pool)  # the same prompts for every seed run of the config
     return pool[:n]
 
 
@@ -171,7 +171,7 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
     from rc1.runtime.checkpoint import MANIFEST_FILE, META_STEP, read_meta
 
     run = cfg.seed_run(seed_index)
-    scfg = cfg.for_seed(seed_index)
+    scfg = cfg  # the run config itself, as the eval loads checkpoints through it; the seed is the run's own
     ckpt = resolve_checkpoint(ws, scfg, "latest", run_dir=run.checkpoint_dir)
     prompts = drift_prompts(ws, scfg, n_prompts)
     device, _ = torch_setup(scfg)
@@ -188,7 +188,7 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
     if temperature <= 0:
         raise ConfigError("model.temperature 0: the drift bound samples at the training temperature, which must be > 0")
     params = SamplingParams(greedy=False, temperature=temperature, top_p=top_p,
-                            max_new_tokens=scfg.model.max_new_tokens, max_turns=1, seed=scfg.run.seed, batch_size=32)
+                            max_new_tokens=scfg.model.max_new_tokens, max_turns=1, seed=run.seed, batch_size=32)
     sampler = TorchSampler(policy, tok)
     t1 = time.perf_counter()
     episodes = []
@@ -217,7 +217,7 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
                          confidence)
     flat = sorted(x for r in per_token for x in r)
     report = {
-        "kind": "drift", "version": REPORT_VERSION, "seed_index": seed_index, "seed": scfg.run.seed,
+        "kind": "drift", "version": REPORT_VERSION, "seed_index": seed_index, "seed": run.seed,
         "checkpoint": {"path": ws.rel(ckpt), "step": int(read_meta(ckpt)[META_STEP]),
                        "manifest_sha256": sha256_file(ckpt / MANIFEST_FILE)},
         "reference": "the base model with the adapter disabled" if ref_ctx is not None else f"base {scfg.model.base}",

@@ -256,3 +256,21 @@ def test_the_report_shows_the_drift_of_the_checkpoint_it_evaluated_only(ws, late
     (line, _) = _drift_lines(ws, [run])
     assert "per-token KL 0.0490 nats, 95% CI [0.0410, 0.0610]" in line and "64 prompts x 4 answers" in line
     assert _drift_lines(ws, [{**run, "checkpoint": {"manifest_sha256": "another"}}]) == []
+
+
+def test_each_seed_run_of_a_multi_seed_config_is_measured_on_the_same_prompts(ws):
+    """A config with several seeds: seed i's latest checkpoint, sampled with seed i, on the prompts every seed
+    gets (the config as written: its run.seed is seeds[0])."""
+    from rc1.config.load import load_train_config
+    from rc1.eval.drift import measure_drift
+
+    ws = _drift_ws(ws)
+    conf = ws.root / "configs/tiny.yaml"
+    conf.write_text(conf.read_text() + "seeds: [1, 11]\n")
+    cfg = load_train_config("configs/tiny.yaml", ws)
+    for i in (0, 1):
+        write_trainer_checkpoint(ws, cfg, 4, scale=1.0 + i, run_dir=cfg.seed_run(i).checkpoint_dir)
+    reps = [measure_drift(ws, cfg, i, n_prompts=8, samples=1, bound=0.15)[1] for i in (0, 1)]
+    assert [r["seed"] for r in reps] == [1, 11] and reps[0]["prompts"]["ids_sha256"] == reps[1]["prompts"]["ids_sha256"]
+    assert reps[0]["per_token"]["mean"] == 0.0 < reps[1]["per_token"]["mean"]
+    assert reps[1]["checkpoint"]["path"].startswith(cfg.seed_run(1).checkpoint_dir)
