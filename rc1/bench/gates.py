@@ -13,7 +13,9 @@ gated machine), and judged by which gate refused it and on which check:
               solve
 
 A case is DETECTED when the pipeline stopped at the expected gate with the expected check failing; a case
-refused elsewhere, or passed, is a miss and the report says where it went. Healthy runs are measured by
+refused elsewhere, or passed, is a miss and the report says where it went. `--max-steps` shortens the broken
+runs, but the learning-signal gate scales its expected informative groups with the planned steps: on the
+laptop profile 30 steps are refused at round 2 before training (measured), so keep enough steps for it. Healthy runs are measured by
 `rc1 bench seeds` (each seed's gates and the pooled RC1 verdict); `--healthy-seeds N` runs it here too, in
 its own workspace, and counts every refusal of a healthy seed as a false refusal.
 """
