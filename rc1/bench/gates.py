@@ -67,20 +67,26 @@ CASES = {c.name: c for c in (
 )}
 
 
-def case_workspace(ws, config: str, case: Case, max_steps: int | None = None):
-    """A fresh workspace for `case` with the repository's configs and templates and the changed config (and
-    `max_steps` training steps when given: a shorter broken run, which can only drift less); returns
-    (workspace, config path inside it)."""
+def fresh_workspace(ws, name: str):
+    """An empty workspace reports/bench/gates/<name>/ holding copies of the repository's configs, templates and
+    examples: each case runs its own gated machine."""
     from rc1.runtime.workspace import Workspace
 
-    root = ws.path(f"reports/bench/gates/{case.name}")
+    root = ws.path(f"reports/bench/gates/{name}")
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
     for folder in ("configs", "templates", "examples"):
         if ws.path(folder).is_dir():
             shutil.copytree(ws.path(folder), root / folder)
-    sub = Workspace(root)
+    return Workspace(root)
+
+
+def case_workspace(ws, config: str, case: Case, max_steps: int | None = None):
+    """A fresh workspace for `case` with the repository's configs and templates and the changed config (and
+    `max_steps` training steps when given: a shorter broken run, which can only drift less); returns
+    (workspace, config path inside it)."""
+    sub = fresh_workspace(ws, case.name)
     cfg = load_train_config(config, ws)
     if case.gate == "training_done" and cfg.effective_target_kl is None:
         raise ConfigError(f"{config}: the drift case needs a target_kl (the drift bound is kl_tolerance x target_kl)")
@@ -134,16 +140,8 @@ def run(ws, quick: bool = False, config: str = "configs/local.yaml", cases: list
     out["detected"] = sum(r["detected"] for r in out["cases"])
     if healthy_seeds:
         from rc1.bench import seeds as seeds_bench
-        from rc1.runtime.workspace import Workspace
 
-        root = ws.path("reports/bench/gates/healthy")
-        if root.exists():
-            shutil.rmtree(root)
-        root.mkdir(parents=True)
-        for folder in ("configs", "templates", "examples"):
-            if ws.path(folder).is_dir():
-                shutil.copytree(ws.path(folder), root / folder)
-        healthy = seeds_bench.run(Workspace(root), config=config, seeds=healthy_seeds)
+        healthy = seeds_bench.run(fresh_workspace(ws, "healthy"), config=config, seeds=healthy_seeds)
         refusals = {g: v["failing"] for g, v in (healthy.get("gates") or {}).items() if v["failing"]}
         out["healthy"] = {"seeds": healthy["seeds"], "pipeline_exit": healthy["pipeline_exit"],
                           "summary": healthy.get("summary"), "drift": healthy.get("drift"), "refusals": refusals,
