@@ -171,24 +171,23 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
     from rc1.runtime.checkpoint import MANIFEST_FILE, META_STEP, read_meta
 
     run = cfg.seed_run(seed_index)
-    scfg = cfg  # the run config itself, as the eval loads checkpoints through it; the seed is the run's own
-    ckpt = resolve_checkpoint(ws, scfg, "latest", run_dir=run.checkpoint_dir)
-    prompts = drift_prompts(ws, scfg, n_prompts)
-    device, _ = torch_setup(scfg)
+    ckpt = resolve_checkpoint(ws, cfg, "latest", run_dir=run.checkpoint_dir)
+    prompts = drift_prompts(ws, cfg, n_prompts)
+    device, _ = torch_setup(cfg)
     dtype = torch.float32  # exact KL in fp32 whatever the training precision
     t0 = time.perf_counter()
-    policy, tok = load_checkpoint_model(scfg, ckpt, device, dtype)
+    policy, tok = load_checkpoint_model(cfg, ckpt, device, dtype)
     ref_ctx = None
     if is_peft(policy):
         ref, ref_ctx = policy, policy.disable_adapter  # a LoRA/QLoRA run: the base is the model without its adapter
     else:
-        ref, _ = load_base(scfg, device, dtype)
+        ref, _ = load_base(cfg, device, dtype)
     load_s = time.perf_counter() - t0
-    temperature, top_p = scfg.model.temperature, scfg.model.top_p
+    temperature, top_p = cfg.model.temperature, cfg.model.top_p
     if temperature <= 0:
         raise ConfigError("model.temperature 0: the drift bound samples at the training temperature, which must be > 0")
     params = SamplingParams(greedy=False, temperature=temperature, top_p=top_p,
-                            max_new_tokens=scfg.model.max_new_tokens, max_turns=1, seed=run.seed, batch_size=32)
+                            max_new_tokens=cfg.model.max_new_tokens, max_turns=1, seed=run.seed, batch_size=32)
     sampler = TorchSampler(policy, tok)
     t1 = time.perf_counter()
     episodes = []
@@ -220,12 +219,12 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
         "kind": "drift", "version": REPORT_VERSION, "seed_index": seed_index, "seed": run.seed,
         "checkpoint": {"path": ws.rel(ckpt), "step": int(read_meta(ckpt)[META_STEP]),
                        "manifest_sha256": sha256_file(ckpt / MANIFEST_FILE)},
-        "reference": "the base model with the adapter disabled" if ref_ctx is not None else f"base {scfg.model.base}",
+        "reference": "the base model with the adapter disabled" if ref_ctx is not None else f"base {cfg.model.base}",
         "units": "nats; KL(pi || ref) of softmax(logits / temperature), exact over the vocabulary",
         "prompts": {"n": len(prompts), "with_tokens": len(keep),
                     "ids_sha256": sha256_json(sorted(str(p["id"]) for p in prompts))},
         "samples_per_prompt": samples, "temperature": temperature, "top_p": top_p,
-        "max_new_tokens": scfg.model.max_new_tokens, "tokens": int(sum(tokens)),
+        "max_new_tokens": cfg.model.max_new_tokens, "tokens": int(sum(tokens)),
         **stats,
         "per_token_quantiles": {q: flat[min(len(flat) - 1, int(q_ * len(flat)))]
                                 for q, q_ in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},

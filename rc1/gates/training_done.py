@@ -34,6 +34,7 @@ import json
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.runtime.checkpoint import CheckpointError, META_STEP, read_latest, read_meta, verify_checkpoint
 from rc1.runtime.fingerprint import Evidence
+from rc1.runtime.fmt import fmt_num
 
 COMPLETED = "completed"
 EARLY_STOPS = ("operator", "early_stop", "target_kl", "interrupt")
@@ -159,8 +160,8 @@ def _drift_check(label: str, ws, cfg, g, seed_index: int, latest, end: dict, res
               f"[{ci[0]:.4f}, {ci[1]:.4f}] ({tok.get('ci_method')}); per sequence {rep['per_sequence']['mean']:.3f} "
               f"nats; {n} prompts x {rep.get('samples_per_prompt')} answers at T={rep.get('temperature')}, "
               f"{rep.get('tokens')} tokens, step {ck.get('step')}; training stream (k3, not judged): last "
-              f"{stream.get('last_window')} steps {_num(stream.get('last_window_mean'))}, run mean "
-              f"{_num(stream.get('mean'))}, control {stream.get('control')}")
+              f"{stream.get('last_window')} steps {fmt_num(stream.get('last_window_mean'), 4)}, run mean "
+              f"{fmt_num(stream.get('mean'), 4)}, control {stream.get('control')}")
     if ci[0] > bound:
         return Check(name, round(ci[0], 6), threshold, False, f"the trained policy drifted beyond the bound: {detail}")
     if point > bound:
@@ -169,10 +170,6 @@ def _drift_check(label: str, ws, cfg, g, seed_index: int, latest, end: dict, res
         return Check(name, round(ci[0], 6), threshold, True, f"WARNING point estimate above the bound, CI reaches "
                                                              f"under it: {detail}")
     return Check(name, round(ci[0], 6), threshold, True, detail)
-
-
-def _num(x) -> str:
-    return "n/a" if x is None else f"{x:.4f}"
 
 
 def _divergence_check(label: str, ws, sr, end: dict) -> Check:
