@@ -454,12 +454,14 @@ class GenerationSection(Strict):
                            "CPUs with native bf16, and like f16 must pass the check against torch before a stage uses it)")
     max_rows: int = Field(64, ge=1, description="sequences llama.cpp decodes together at most")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="GPU memory share vLLM may take")
-    rollout_dtype: Literal["auto", "bf16"] = Field(
-        "auto", description="training rollouts of engine pure_pt on a CPU: auto = in the training precision (a bf16 "
-                            "copy of the policy under bf16 autocast, else the fp32 policy itself); bf16 = a bf16 copy "
-                            "of the fp32 policy samples them while training stays fp32 (faster on CPUs with native "
-                            "bf16; the tokens' log-probs then differ from the trainer's, which the truncated "
-                            "importance-sampling correction covers and sampler_mismatch_kl logs)")
+    rollout_dtype: Literal["auto", "policy", "bf16"] = Field(
+        "auto", description="training rollouts of engine pure_pt on a CPU: bf16 = a bf16 copy of the fp32 policy "
+                            "samples them while training stays fp32 (the tokens' log-probs then differ from the "
+                            "trainer's, which the truncated importance-sampling correction covers and "
+                            "sampler_mismatch_kl logs; the drift stage judges the trained policy itself); policy = the "
+                            "policy samples in the training precision; auto = bf16 where this CPU has native bf16 "
+                            "(AVX512-BF16/AMX) and the weights are not 4-bit, else policy "
+                            "(rc1.runtime.device.rollouts_from_bf16_copy)")
 
     @field_validator("rollout_dtype")
     @classmethod
@@ -627,7 +629,7 @@ class TrainConfig(Strict):
             raise ValueError(f"run.max_steps ({self.run.max_steps}) exceeds steps ({self.steps})")
         if self.generation.rollout_dtype == "bf16" and self.finetune.method == "qlora":
             raise ValueError("generation.rollout_dtype: bf16 copies the policy's weights into bf16, and QLoRA's are "
-                             "4-bit; use auto")
+                             "4-bit; use auto or policy")
         if self.generation.rollout_dtype == "bf16" and self.engine.name != "pure_pt":
             raise ValueError(f"generation.rollout_dtype: bf16 applies to engine pure_pt's rollouts; engine "
                              f"{self.engine.name} samples with its own generate(); use auto")

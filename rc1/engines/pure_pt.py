@@ -275,14 +275,15 @@ class PurePTEngine:
     @property
     def sampler_differs(self) -> bool:
         """True when rollouts are sampled with other numerics than the training forward's: on a CPU with
-        bf16 autocast, or with generation.rollout_dtype bf16 under fp32 training, they come from a bf16 COPY
-        of the policy (generation_model), whose log-probs differ from the trainer's. Strategies then correct
+        bf16 autocast, or under fp32 training with generation.rollout_dtype bf16 (or auto on a CPU with native
+        bf16: rc1.runtime.device.rollouts_from_bf16_copy), they come from a bf16 COPY of the policy
+        (generation_model), whose log-probs differ from the trainer's. Strategies then correct
         for it (truncated importance sampling, rc1.strategies.rl_math.truncated_is_weight)."""
         import torch
 
-        if self.device.type != "cpu":
-            return False
-        return bool((self.use_amp and self.amp_dtype == torch.bfloat16) or self.cfg.generation.rollout_dtype == "bf16")
+        from rc1.runtime.device import rollouts_from_bf16_copy
+
+        return rollouts_from_bf16_copy(self.cfg, self.device.type, self.use_amp and self.amp_dtype == torch.bfloat16)
 
     def eval_model(self):
         """(model, whether to autocast) for greedy evals: the fp32 master weights without autocast where the

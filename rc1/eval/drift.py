@@ -114,49 +114,67 @@ def exact_kl(policy, ref, samples: list, *, temperature: float, device, batch_si
              ref_ctx: Callable | None = None) -> list[list[float]]:
     """Per generated token, KL(pi || ref) over the vocabulary between softmax(logits / temperature) of the two
     models, for each sample (input_ids, action_mask). `ref_ctx`: a context manager factory under which `ref`
-    is the reference (a peft model with its adapter disabled); `ref` may then be `policy` itself."""
+    is the reference (a peft model with its adapter disabled); `ref` may then be `policy` itself.
+
+    Samples that share a prompt (the ids before the first generated token) share one prefill: each model reads
+    the prompt once, and its answers continue from that KV cache together (a prompt is ~10x its answer, so this
+    is most of the work). The vocabulary projection runs only at the generated positions, in fp32."""
     import contextlib
 
     import torch
 
     from rc1.envs.sampling import sampling_logits
     from rc1.models.loader import causal_lm
+    from rc1.runtime.hf_compat import cache_of, with_cache
 
-    out: list[list[float]] = []
     policy.eval()
     ref.eval()
-    for start in range(0, len(samples), batch_size):
-        chunk = samples[start:start + batch_size]
-        width = max(len(ids) for ids, _ in chunk)
-        ids = torch.zeros((len(chunk), width), dtype=torch.long)
-        att = torch.zeros((len(chunk), width), dtype=torch.long)
-        act = torch.zeros((len(chunk), width), dtype=torch.bool)
-        for r, (seq, mask) in enumerate(chunk):
-            ids[r, :len(seq)] = torch.tensor(seq)
-            att[r, :len(seq)] = 1
-            act[r, :len(mask)] = torch.tensor(mask, dtype=torch.bool)
-        ids, att = ids.to(device), att.to(device)
-        sel = act[:, 1:].to(device)  # the logits at position t predict token t+1
+    groups: dict[tuple, list[int]] = {}
+    for i, (ids, mask) in enumerate(samples):
+        first = next((t for t, m in enumerate(mask) if m), len(ids))
+        groups.setdefault(tuple(ids[:max(first - 1, 0)]), []).append(i)
 
-        def logprobs(model, ctx):
-            # the vocabulary projection only at the generated positions (a prompt is ~10x its answer), in fp32
-            lm = causal_lm(model)
-            with ctx, torch.no_grad():
-                h = lm.get_decoder()(input_ids=ids, attention_mask=att, use_cache=False).last_hidden_state[:, :-1][sel]
-                head = lm.get_output_embeddings()
-                logits = torch.nn.functional.linear(h.float(), head.weight.float(),
-                                                    None if head.bias is None else head.bias.float())
-            return torch.log_softmax(sampling_logits(logits, temperature), dim=-1)
+    def logprobs(model, ctx, prefix, cont, att, sel):
+        lm = causal_lm(model)
+        with ctx, torch.no_grad():
+            decoder, past = lm.get_decoder(), None
+            if prefix:
+                past = cache_of(decoder(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True))
+                past.batch_repeat_interleave(cont.shape[0])
+                att = torch.cat([torch.ones((cont.shape[0], len(prefix)), dtype=att.dtype, device=device), att], 1)
+            h = decoder(input_ids=cont, attention_mask=att, use_cache=past is not None,
+                        **(with_cache(past) if past is not None else {}))
+            h = h.last_hidden_state[sel]
+            head = lm.get_output_embeddings()
+            logits = torch.nn.functional.linear(h.float(), head.weight.float(),
+                                                None if head.bias is None else head.bias.float())
+        return torch.log_softmax(sampling_logits(logits, temperature), dim=-1)
 
-        lp = logprobs(policy, contextlib.nullcontext())
-        lq = logprobs(ref, ref_ctx() if ref_ctx is not None else contextlib.nullcontext())
-        per_tok = (lp.exp() * (lp - lq)).sum(-1).clamp(min=0.0).cpu().tolist()
-        counts = sel.sum(-1).cpu().tolist()
-        i = 0
-        for c in counts:
-            out.append(per_tok[i:i + c])
-            i += c
-    return out
+    out: dict[int, list[float]] = {}
+    for prefix, members in groups.items():
+        p = len(prefix)
+        for start in range(0, len(members), batch_size):
+            rows = members[start:start + batch_size]
+            width = max(len(samples[r][0]) for r in rows) - p
+            cont = torch.zeros((len(rows), width), dtype=torch.long)
+            att = torch.zeros((len(rows), width), dtype=torch.long)
+            sel = torch.zeros((len(rows), width), dtype=torch.bool)
+            for k, r in enumerate(rows):
+                ids, mask = samples[r]
+                cont[k, :len(ids) - p] = torch.tensor(ids[p:])
+                att[k, :len(ids) - p] = 1
+                # the hidden state at position t predicts token t + 1
+                nxt = torch.tensor(mask[p + 1:len(ids)], dtype=torch.bool)
+                sel[k, :len(nxt)] = nxt
+            cont, att, sel = cont.to(device), att.to(device), sel.to(device)
+            lp = logprobs(policy, contextlib.nullcontext(), prefix, cont, att, sel)
+            lq = logprobs(ref, ref_ctx() if ref_ctx is not None else contextlib.nullcontext(), prefix, cont, att, sel)
+            per_tok = (lp.exp() * (lp - lq)).sum(-1).clamp(min=0.0).cpu().tolist()
+            i = 0
+            for r, c in zip(rows, sel.sum(-1).cpu().tolist()):
+                out[r] = per_tok[i:i + c]
+                i += c
+    return [out[i] for i in range(len(samples))]
 
 
 def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_prompts: int, samples: int,

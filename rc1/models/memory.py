@@ -237,6 +237,8 @@ def plan_from_config(cfg: "TrainConfig", *, device: str, precision: str, multi_t
     - split_turns: one row per model turn, max_new_tokens generated in each.
     `multi_turn`: the mode `auto` resolves to for the model's chat template (the caller reads the template:
     this module stays arithmetic); unresolved `auto` is judged as split_turns, the larger of the two."""
+    from rc1.runtime.device import rollouts_from_bf16_copy
+
     s, m = cfg.strategy, cfg.model
     episodes = s.prompts_per_step * s.num_generations
     turns = episode_turns(cfg)
@@ -256,7 +258,7 @@ def plan_from_config(cfg: "TrainConfig", *, device: str, precision: str, multi_t
         gen_prompts=s.prompts_per_step, gradient_checkpointing=m.gradient_checkpointing, lora_r=m.lora.r,
         lora_targets=tuple(m.lora.target_modules), reference=reference and s.name != "sft",
         value_head=s.name == "ppo",
-        sampling_copy=device == "cpu" and (precision == "bf16" or cfg.generation.rollout_dtype == "bf16"),
+        sampling_copy=rollouts_from_bf16_copy(cfg, device, precision == "bf16"),
         temperature_copy=m.temperature != 1.0)
 
 

@@ -36,7 +36,8 @@ def test_the_per_token_kl_is_tokens_weighted_and_its_ci_is_over_prompts():
 
 def test_exact_kl_is_the_categorical_kl_of_the_tempered_distributions(tiny_ws):
     """Checked against torch.distributions' KL of the two models' softmax(logits / T) at each generated
-    position; 0 for a model against itself."""
+    position, each sequence read whole; answers that share a prompt (one prefill, their KV cache repeated) and
+    answers of different lengths included; 0 for a model against itself."""
     import torch
 
     from rc1.config.load import load_train_config
@@ -49,9 +50,10 @@ def test_exact_kl_is_the_categorical_kl_of_the_tempered_distributions(tiny_ws):
     cpu = torch.device("cpu")
     policy, _ = load_checkpoint_model(cfg, ck, cpu, torch.float32)
     ref, _ = load_base(cfg, cpu, torch.float32)
-    samples = [([5, 9, 11, 40, 41, 42], [0, 0, 0, 1, 1, 1]), ([7, 8, 30, 31], [0, 0, 1, 1])]
+    samples = [([5, 9, 11, 40, 41, 42], [0, 0, 0, 1, 1, 1]), ([7, 8, 30, 31], [0, 0, 1, 1]),
+               ([5, 9, 11, 30, 31], [0, 0, 0, 1, 1]), ([5, 9, 11, 33, 34, 35, 36], [0, 0, 0, 1, 1, 1, 0])]
     got = exact_kl(policy, ref, samples, temperature=0.7, device=cpu)
-    assert [len(r) for r in got] == [3, 2]
+    assert [len(r) for r in got] == [3, 2, 2, 3]
     for (ids, mask), row in zip(samples, got):
         x = torch.tensor([ids])
         with torch.no_grad():
@@ -61,7 +63,7 @@ def test_exact_kl_is_the_categorical_kl_of_the_tempered_distributions(tiny_ws):
         keep = torch.tensor(mask[1:], dtype=torch.bool)
         assert row == pytest.approx(want[keep].tolist(), rel=1e-4, abs=1e-6)
         assert min(row) > 0
-    assert exact_kl(ref, ref, samples, temperature=0.7, device=cpu) == [[0.0] * 3, [0.0] * 2]
+    assert exact_kl(ref, ref, samples, temperature=0.7, device=cpu) == [[0.0] * 3, [0.0] * 2, [0.0] * 2, [0.0] * 3]
 
 
 # ----------------------------------------------------------------------------- measured end to end

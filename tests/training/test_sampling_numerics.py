@@ -145,3 +145,27 @@ def test_bf16_rollouts_are_refused_on_a_cpu_without_native_bf16(tmp_path, monkey
     with pytest.raises(ConfigError) as exc:
         load_train_config(conf, Workspace(tmp_path))
     assert [line for line in exc.value.lines if "rollout_dtype" in line and "native bf16" in line]
+
+
+@pytest.mark.auto_rollout_dtype
+def test_auto_rollouts_take_the_bf16_copy_only_where_the_cpu_has_native_bf16(tmp_path, monkeypatch):
+    """generation.rollout_dtype auto: a bf16 copy samples a full or LoRA fine-tune's rollouts on a CPU with
+    native bf16; the policy itself elsewhere, for 4-bit weights, for engine trl and for `policy`."""
+    from rc1.runtime import device
+
+    def cfg_for(choice, **kw):
+        d = tmp_path / str(len(list(tmp_path.iterdir())))
+        conf = make_workspace(d, "random:qwen3-tiny", extra={"generation.rollout_dtype": choice}, **kw)
+        return load_train_config(conf, Workspace(d))
+
+    auto = cfg_for("auto")
+    monkeypatch.setattr(device, "cpu_bf16_supported", lambda: True)
+    assert device.rollouts_from_bf16_copy(auto, "cpu", False)
+    assert not device.rollouts_from_bf16_copy(auto, "cuda", False) and not device.rollouts_from_bf16_copy(auto, "mps", False)
+    assert device.rollouts_from_bf16_copy(cfg_for("auto", method="lora"), "cpu", False)
+    assert not device.rollouts_from_bf16_copy(cfg_for("policy"), "cpu", False)
+    assert not device.rollouts_from_bf16_copy(cfg_for("auto", method="qlora"), "cpu", False)
+    assert not device.rollouts_from_bf16_copy(cfg_for("auto", engine="trl"), "cpu", False)
+    assert device.rollouts_from_bf16_copy(cfg_for("policy"), "cpu", True)  # under bf16 autocast, always the copy
+    monkeypatch.setattr(device, "cpu_bf16_supported", lambda: False)
+    assert not device.rollouts_from_bf16_copy(auto, "cpu", False)
