@@ -250,20 +250,20 @@ class PurePTEngine:
         during training and the final eval measure the same model the same way."""
         import torch
 
-        from rc1.envs.rollout import generate_episodes
+        from rc1.generation import SamplingParams
+        from rc1.generation.torch_backend import TorchSampler
 
-        m = self.cfg.model
+        params = SamplingParams.from_config(
+            self.cfg, greedy=greedy, seed=seed, max_new_tokens=max_new_tokens, max_turns=self.cfg.strategy.max_turns,
+            max_length=self.cfg.data.max_length, batch_size=max(1, len(items) * num_generations),
+            multi_turn=self.cfg.strategy.multi_turn)
         model, amp = self.eval_model() if for_eval else self.generation_model()
         was_training = self.model.training
         self.model.eval()
         try:
             def generate():
-                return generate_episodes(
-                    model, self.tokenizer, items, num_generations=num_generations,
-                    max_new_tokens=max_new_tokens or m.max_new_tokens, temperature=m.temperature, top_p=m.top_p,
-                    greedy=greedy, seed=seed, batch_size=max(1, len(items) * num_generations),
-                    max_length=self.cfg.data.max_length, max_turns=self.cfg.strategy.max_turns,
-                    multi_turn=self.cfg.strategy.multi_turn)
+                return TorchSampler(model, self.tokenizer).episodes(items, num_generations=num_generations,
+                                                                     params=params)
 
             with torch.no_grad(), (self.autocast() if amp else contextlib.nullcontext()), self.spans("generate"):
                 # sharded weights are gathered only inside the wrapper; DDP replicas generate directly

@@ -204,8 +204,7 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
     temperature, top_p = cfg.model.temperature, cfg.model.top_p
     if temperature <= 0:
         raise ConfigError("model.temperature 0: the drift bound samples at the training temperature, which must be > 0")
-    params = SamplingParams(greedy=False, temperature=temperature, top_p=top_p,
-                            max_new_tokens=cfg.model.max_new_tokens, max_turns=1, seed=run.seed, batch_size=32)
+    params = SamplingParams.from_config(cfg, greedy=False, max_turns=1, seed=run.seed, batch_size=32)
     sampler = TorchSampler(policy, tok)
     t1 = time.perf_counter()
     episodes = []

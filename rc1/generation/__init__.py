@@ -36,8 +36,7 @@ __all__ = ["BACKENDS", "Generation", "ModelRef", "Sampler", "SamplingParams", "b
 
 
 def installed(backend: str) -> bool:
-    module = {"torch": "torch", "llamacpp": "llama_cpp", "vllm": "vllm"}[backend]
-    return importlib.util.find_spec(module) is not None
+    return importlib.util.find_spec(BACKENDS[backend]) is not None
 
 
 def choose_backend(requested: str, device_type: str, architecture: str | None) -> str:
@@ -160,9 +159,9 @@ def sample_episodes(cfg, ref: ModelRef, items: Sequence[dict], *, greedy: bool, 
     Sampling settings default to the config's (model.max_new_tokens, model.temperature, model.top_p); greedy
     ignores temperature and top-p. The one call every fixed-weight stage makes."""
     sampler, note, check = open_sampler(cfg, ref, device=device, dtype=dtype)
-    params = SamplingParams(greedy=greedy, temperature=cfg.model.temperature, top_p=cfg.model.top_p,
-                            max_new_tokens=max_new_tokens or cfg.model.max_new_tokens, max_turns=max_turns,
-                            max_length=max_length, seed=seed, batch_size=batch_size, multi_turn=multi_turn)
+    params = SamplingParams.from_config(cfg, greedy=greedy, seed=seed, max_new_tokens=max_new_tokens,
+                                        max_turns=max_turns, max_length=max_length, batch_size=batch_size,
+                                        multi_turn=multi_turn)
     try:
         t0 = time.perf_counter()
         episodes = sampler.episodes(items, num_generations=n_per_item, params=params)

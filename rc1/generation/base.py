@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
-BACKENDS = ("torch", "llamacpp", "vllm")   # what generation.backend may name besides `auto`
+# The one table of sampling backends: what generation.backend may name besides `auto`, and the package each
+# needs installed (rc1.generation.installed; the schema's generation.backend lists these names, a test holds them equal).
+BACKENDS = {"torch": "torch", "llamacpp": "llama_cpp", "vllm": "vllm"}
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,16 @@ class SamplingParams:
     batch_size: int = 8
     stop_at_action: bool = True
     multi_turn: str = "concat"
+
+    @classmethod
+    def from_config(cls, cfg, *, greedy: bool, seed: int | None = None, max_new_tokens: int | None = None,
+                    max_turns: int | None = None, max_length: int | None = None, batch_size: int = 8,
+                    multi_turn: str = "concat") -> "SamplingParams":
+        """The config's sampling distribution (model.temperature, model.top_p, model.max_new_tokens) for one
+        stage: training rollouts, the dev eval during training and every fixed-weight stage build theirs here."""
+        return cls(greedy=greedy, temperature=cfg.model.temperature, top_p=cfg.model.top_p,
+                   max_new_tokens=max_new_tokens or cfg.model.max_new_tokens, max_turns=max_turns,
+                   max_length=max_length, seed=seed, batch_size=batch_size, multi_turn=multi_turn)
 
     def describe(self) -> dict:
         return {"greedy": self.greedy, "temperature": None if self.greedy else self.temperature,

@@ -217,3 +217,21 @@ def test_a_bf16_gguf_is_served_only_after_its_check_against_torch():
     # bf16 rounding is measured, not assumed away: here within the tolerance, so llama.cpp samples
     assert gen.check["ok"] and 0 < gen.check["max_logprob_diff"] <= gen.check["tolerance"]
     assert gen.backend == "llamacpp" and {e.backend for e in gen.episodes} == {"llamacpp"}
+
+
+def test_one_table_names_the_backends_and_one_params_object_carries_every_stages_sampling():
+    """generation.backend's choices are the registry table's names; training rollouts, the drift stage and the
+    fixed-weight stages build their SamplingParams from the config in one place."""
+    import typing
+
+    from rc1.config.schema import GenerationSection
+    from rc1.generation import BACKENDS, SamplingParams
+
+    choices = typing.get_args(GenerationSection.model_fields["backend"].annotation)
+    assert choices == ("auto", *BACKENDS)
+    cfg = _cfg("torch")
+    p = SamplingParams.from_config(cfg, greedy=False, seed=3, max_turns=2, max_length=100, batch_size=6)
+    assert (p.temperature, p.top_p, p.max_new_tokens) == (cfg.model.temperature, cfg.model.top_p,
+                                                          cfg.model.max_new_tokens)
+    assert (p.seed, p.max_turns, p.max_length, p.batch_size, p.greedy) == (3, 2, 100, 6, False)
+    assert SamplingParams.from_config(cfg, greedy=True, max_new_tokens=5).max_new_tokens == 5
