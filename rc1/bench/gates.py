@@ -11,6 +11,10 @@ gated machine), and judged by which gate refused it and on which check:
   no-level    every task's ladder cut to the top rung  round2: the difficulty fit keeps no level
               the config fits, which the model cannot
               solve
+  hacking     a reward that pays format and style      training_done: the reward/success divergence
+              only: reward.pay_success false, the      alerts (the reward rises while verified success
+              correctness dimension's weight 0, the    does not)
+              shaping counted in every group
 
 A case is DETECTED when the pipeline stopped at the expected gate with the expected check failing; a case
 refused elsewhere, or passed, is a miss and the report says where it went. `--max-steps` shortens the broken
@@ -40,16 +44,16 @@ class Case:
     what: str
     gate: str           # the gate that must refuse it
     check: str          # a substring of the check that must fail
-    change: object      # (config mapping, loaded config) -> None: edits the mapping in place
+    change: object      # (config mapping, loaded config, case workspace) -> None: edits the mapping in place
 
 
 def _lr(factor: float):
-    def change(data: dict, cfg) -> None:
+    def change(data: dict, cfg, sub) -> None:
         data.setdefault("engine", {})["lr"] = cfg.engine.lr * factor
     return change
 
 
-def _top_rungs(data: dict, cfg) -> None:
+def _top_rungs(data: dict, cfg, sub) -> None:
     """Each task's ladder cut to the top rung the config fits (its difficulty_fit.levels range; the ladder's
     own top where it sets none)."""
     from rc1.data.ladder import LADDER
@@ -60,10 +64,28 @@ def _top_rungs(data: dict, cfg) -> None:
     data.setdefault("difficulty_fit", {})["levels"] = levels
 
 
+def _shaping_only(data: dict, cfg, sub) -> None:
+    """The reward pays no success: I[success] dropped, the correctness dimension's weight 0 (the other six
+    share its weight), the shaping counted in every rollout group."""
+    from rc1.config.load import read_mapping
+
+    src = read_mapping(sub.path(cfg.reward.weights), cfg.reward.weights)
+    w = dict(src["weights"])
+    freed, w["correctness"] = w.get("correctness", 0.0), 0.0
+    others = [d for d in w if d != "correctness"]
+    w.update({d: w[d] + freed / len(others) for d in others})
+    rel = "configs/weights_bench_hacking.json"
+    atomic_write_text(sub.path(rel), json.dumps({**src, "weights": w, "note": "rc1 bench gates --case hacking: "
+                                                 "no weight on correctness"}, indent=2) + "\n")
+    data.setdefault("reward", {}).update({"pay_success": False, "shaping_groups": "all", "weights": rel})
+
+
 CASES = {c.name: c for c in (
     Case("drift", "engine.lr x 20", "training_done", "drift vs bound", _lr(20.0)),
     Case("no-change", "engine.lr x 1e-6 (the checkpoint is the base model)", "rc1_eval", "success delta", _lr(1e-6)),
     Case("no-level", "every task's ladder cut to its top rung", "round2", "tasks with a level in the band", _top_rungs),
+    Case("hacking", "a reward that pays only format and style (reward.pay_success false, correctness weight 0)",
+         "training_done", "divergence alerts", _shaping_only),
 )}
 
 
@@ -91,7 +113,7 @@ def case_workspace(ws, config: str, case: Case, max_steps: int | None = None):
     if case.gate == "training_done" and cfg.effective_target_kl is None:
         raise ConfigError(f"{config}: the drift case needs a target_kl (the drift bound is kl_tolerance x target_kl)")
     data = read_mapping(ws.path(config), config)
-    case.change(data, cfg)
+    case.change(data, cfg, sub)
     if max_steps is not None:
         data["steps"] = max_steps
         run_section = data.setdefault("run", {})

@@ -137,6 +137,11 @@ class RewardSection(Strict):
     shaping_scale: float = Field(
         0.5, ge=0, lt=1, description="total = I[success] + shaping_scale * shaping (shaping in [0, 1]); < 1 so "
                                      "a correct answer always outscores a wrong one")
+    pay_success: bool = Field(
+        True, description="the total pays verified success (I[success]); false leaves the shaping alone "
+                          "(shaping_scale * shaping): a reward that pays format and style whatever the answer, "
+                          "which `rc1 bench gates --case hacking` trains to show training_done's divergence check "
+                          "refusing it. Every shipped config pays success")
     shaping_groups: Literal["mixed", "all"] = Field(
         "mixed", description="where the shaping counts in a rollout group's rewards: only in groups whose successes "
                              "differ (mixed: an all-wrong group's advantages are 0, so shaping noise is never scaled "

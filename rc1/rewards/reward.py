@@ -5,6 +5,8 @@
                                                         turns on an item that needed none
     shaping  = (s + P) / (1 + P)      in [0, 1]         P = alpha * cap, the largest penalty
     total    = I[success] + shaping_scale * shaping     success: rc1.envs.verifiers.verify_episode
+                                                        (reward.pay_success false drops I[success]: a broken
+                                                        reward for `rc1 bench gates --case hacking`)
 
 `shaping_scale` < 1 (schema), so every correct answer outscores every wrong answer to the same
 item, whatever the weights and penalties: the shaping dimensions order answers of equal
@@ -101,7 +103,8 @@ class RewardModel:
         """(total, shaping) of an answer with these outcomes (see the module docstring)."""
         P = self.max_penalty
         shaping = (self.combine(dims) - penalty + P) / (1.0 + P)
-        return float(success) + self.cfg.shaping_scale * shaping, shaping
+        paid = float(success) if self.cfg.pay_success else 0.0  # reward.pay_success false: the shaping alone
+        return paid + self.cfg.shaping_scale * shaping, shaping
 
     def score_many(self, items: list[dict], episodes: list) -> list[RewardBreakdown]:
         """One breakdown per (item, episode); the judge grades them all in one concurrent batch."""

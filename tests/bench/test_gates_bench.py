@@ -30,6 +30,28 @@ def test_each_case_changes_only_what_it_names_in_its_own_workspace(ws):
     sub, rel = case_workspace(ws, "configs/local.yaml", CASES["no-change"], max_steps=30)
     short = load_train_config(rel, sub)
     assert short.engine.lr == pytest.approx(1e-6 * base.engine.lr) and short.run.max_steps == short.steps == 30
+    sub, rel = case_workspace(ws, "configs/local.yaml", CASES["hacking"])
+    hacking = load_train_config(rel, sub)
+    assert not hacking.reward.pay_success and hacking.reward.shaping_groups == "all" and base.reward.pay_success
+    weights = json.loads(sub.path(hacking.reward.weights).read_text())["weights"]
+    assert weights["correctness"] == 0 and sum(weights.values()) == pytest.approx(1.0) and max(weights.values()) <= 0.5
+
+
+def test_a_reward_that_does_not_pay_success_scores_a_correct_and_a_wrong_answer_alike():
+    """The hacking case's reward: with reward.pay_success false, the total is the shaping alone, so a correct
+    answer and a wrong one with the same dimensions score the same (with it, the correct one scores 1 more)."""
+    from rc1.config.names import REWARD_DIMENSIONS
+    from rc1.config.schema import RewardSection
+    from rc1.rewards.reward import RewardModel
+
+    weights = {d: 1 / len(REWARD_DIMENSIONS) for d in REWARD_DIMENSIONS}
+    dims = {d: 0.6 for d in REWARD_DIMENSIONS}
+    paid = RewardModel(weights, RewardSection(), use_overclar_penalty=False)
+    unpaid = RewardModel(weights, RewardSection(pay_success=False), use_overclar_penalty=False)
+    assert paid.total_of(True, dims, 0.0)[0] - paid.total_of(False, dims, 0.0)[0] == pytest.approx(1.0)
+    assert unpaid.total_of(True, dims, 0.0) == unpaid.total_of(False, dims, 0.0)
+    total, shaping = unpaid.total_of(True, dims, 0.0)
+    assert total == pytest.approx(RewardSection().shaping_scale * shaping) and 0 < shaping < 1
 
 
 def test_a_case_is_detected_only_by_its_own_gate_and_check(ws):
