@@ -394,6 +394,12 @@ class DifficultyFitSection(Strict):
     curriculum_step: float = Field(0.2, gt=0, le=1, description="share of a level's weight moved per decision")
     item_low_weight: float = Field(0.2, ge=0, le=1, description="prime-rl: weight of an item whose latest group "
                                                                "had pass rate 0 or 1 (others 1)")
+    item_weighting: Literal["latest", "variance"] = Field(
+        "latest", description="how items of a level are weighted: latest = prime-rl's rule (item_low_weight for an "
+                              "item whose latest group passed all or none); variance = the posterior mean of "
+                              "p(1 - p) (the reward variance a group of the item can carry; LILO) under Beta(1 + "
+                              "successes, 1 + failures) over every answer seen, over its maximum 1/4: an unseen item "
+                              "2/3, one answered 0/4 0.48, 0/40 0.09, 20/40 0.98")
 
     @field_validator("band")
     @classmethod

@@ -197,12 +197,16 @@ class CurriculumSampler:
     m is meta.fit_majority_rate, 0 when absent) is above the band, `curriculum_step` of its weight moves to
     the next harder level, below the band to the next easier one. Items are weighted as prime-rl does: an
     item whose latest group passed all or none of its episodes counts `item_low_weight`, any other (or unseen)
-    item 1. The generator, the weights, the running rates and every item's latest pass rate are checkpointed:
-    a resumed run draws what an uninterrupted one draws.
+    item 1; or (item_weighting variance) by the posterior mean of p(1 - p) under Beta(1 + successes, 1 +
+    failures) over all of the item's answers so far, over 1/4 (`variance_weight`): the share of a group's
+    reward variance the item can carry, shrunk toward the prior where few answers were seen. The generator,
+    the weights, the running rates, every item's latest pass rate and answer counts are checkpointed: a resumed
+    run draws what an uninterrupted one draws.
     """
 
     def __init__(self, items: list[dict], mix: dict[str, float], band: tuple[float, float], initial: dict,
-                 *, window: int, move: float, item_low_weight: float, seed: int, curriculum: bool = True):
+                 *, window: int, move: float, item_low_weight: float, seed: int, curriculum: bool = True,
+                 item_weighting: str = "latest", group_size: int = 1):
         if not items:
             raise ConfigError("curriculum sampler: no items to sample from")
         self.groups: dict[tuple[str, int], list[dict]] = {}
@@ -225,6 +229,8 @@ class CurriculumSampler:
         self.rate: dict[tuple[str, int], float] = {}
         self.since_move: dict[tuple[str, int], int] = {}
         self.item_rate: dict[str, float] = {}
+        self.item_weighting, self.group_size = item_weighting, int(group_size)
+        self.item_counts: dict[str, list[float]] = {}  # item id -> [successes, failures] over every answer seen
         self.moves: list[dict] = []
         self.draws = 0
 
@@ -238,11 +244,29 @@ class CurriculumSampler:
                    if (it.get("meta") or {}).get("fit_role") == "next"}
         sampler = cls(items, dict(cfg.datasets.mix), fc.band, initial, window=fc.curriculum_window,
                       move=fc.curriculum_step, item_low_weight=fc.item_low_weight, seed=cfg.run.seed,
-                      curriculum=fc.curriculum)
+                      curriculum=fc.curriculum, item_weighting=fc.item_weighting,
+                      group_size=cfg.strategy.num_generations)
         # an item the fit measured one by one (a custom task) starts from the base model's pass rate on it
-        sampler.item_rate.update({it["id"]: float(it["meta"]["fit_pass_rate"]) for it in items
-                                  if "fit_pass_rate" in (it.get("meta") or {})})
+        for it in items:
+            meta = it.get("meta") or {}
+            if "fit_pass_rate" in meta:
+                rate = float(meta["fit_pass_rate"])
+                sampler.item_rate[it["id"]] = rate
+                sampler.item_counts[it["id"]] = [rate * fc.samples, (1 - rate) * fc.samples]
         return sampler
+
+    def variance_weight(self, item_id: str) -> float:
+        """E[p(1 - p)] / (1/4) under Beta(1 + successes, 1 + failures): 2/3 for an unseen item, towards 0 for one
+        always or never solved, towards 1 for one solved half the time, as answers accumulate."""
+        s, f = self.item_counts.get(item_id, (0.0, 0.0))
+        a, b = 1.0 + s, 1.0 + f
+        return 4.0 * a * b / ((a + b) * (a + b + 1.0))
+
+    def item_weight(self, item_id: str) -> float:
+        if self.item_weighting == "variance":
+            return self.variance_weight(item_id)
+        # prime-rl: an item whose latest group passed none or all of its answers counts item_low_weight
+        return self.low_w if self.item_rate.get(item_id, 0.5) in (0.0, 1.0) else 1.0
 
     def _pick(self, choices: list, weights: list[float], rng):
         w = np.asarray(weights, dtype=float)
@@ -259,9 +283,7 @@ class CurriculumSampler:
             keys = sorted(k for k in self.groups if k[0] == task)
             key = self._pick(keys, [self.weights[k] for k in keys], rng)
             items = self.groups[key]
-            # prime-rl: an item whose latest group passed none or all of its answers counts item_low_weight
-            iw = [self.low_w if self.item_rate.get(it["id"], 0.5) in (0.0, 1.0) else 1.0 for it in items]
-            out.append(self._pick(items, iw, rng))
+            out.append(self._pick(items, [self.item_weight(it["id"]) for it in items], rng))
         if seed is None:
             self.draws += n
         return out
@@ -273,6 +295,9 @@ class CurriculumSampler:
         if key is None:
             return
         self.item_rate[item_id] = float(success_rate)
+        counts = self.item_counts.setdefault(item_id, [0.0, 0.0])
+        counts[0] += float(success_rate) * self.group_size
+        counts[1] += (1.0 - float(success_rate)) * self.group_size
         prev = self.rate.get(key)
         self.rate[key] = float(success_rate) if prev is None else (1 - self.alpha) * prev + self.alpha * success_rate
         self.since_move[key] = self.since_move.get(key, 0) + 1
@@ -308,7 +333,8 @@ class CurriculumSampler:
     def state_dict(self) -> dict:
         enc = lambda d: {f"{t}|{n}": v for (t, n), v in d.items()}  # noqa: E731
         return {"rng": self.rng.bit_generator.state, "weights": enc(self.weights), "rate": enc(self.rate),
-                "since_move": enc(self.since_move), "item_rate": dict(self.item_rate), "moves": list(self.moves),
+                "since_move": enc(self.since_move), "item_rate": dict(self.item_rate),
+                "item_counts": {k: list(v) for k, v in self.item_counts.items()}, "moves": list(self.moves),
                 "draws": self.draws}
 
     def load_state_dict(self, state: dict) -> None:
@@ -318,6 +344,7 @@ class CurriculumSampler:
         self.rate = {k: float(v) for k, v in dec(state["rate"]).items()}
         self.since_move = {k: int(v) for k, v in dec(state["since_move"]).items()}
         self.item_rate = {k: float(v) for k, v in state["item_rate"].items()}
+        self.item_counts = {k: [float(x) for x in v] for k, v in state.get("item_counts", {}).items()}
         self.moves = list(state["moves"])
         self.draws = int(state["draws"])
 

@@ -407,3 +407,34 @@ def test_the_rc1_gate_judges_every_kept_task_on_the_fitted_set():
     assert not checks["strategyqa: trained success - majority-class baseline (pp, CI lower bound)"].passed
     assert not any(name.startswith("gsm8k:") for name in
                    (c.name for c in heldout_checks(GatesConfig().eval, view, per_task=False)))
+
+
+def test_variance_item_weighting_draws_the_items_a_group_can_learn_from_and_resumes_exactly():
+    """item_weighting variance: E[p(1 - p)] / (1/4) under Beta(1 + successes, 1 + failures) over every answer
+    seen (LILO's p(1 - p), shrunk where few answers were seen). An item solved 0 of 40 times, or 40 of 40, is
+    drawn far less than an unseen one, which is drawn less than one solved half the time; counts resume exactly."""
+    s = sampler(item_weighting="variance", group_size=4)
+    assert s.variance_weight("g0-0") == pytest.approx(2 / 3)
+    for _ in range(10):
+        s.update("g0-0", 0.0)   # never solved: 0 / 40
+        s.update("g0-1", 1.0)   # always solved: 40 / 40
+        s.update("g0-2", 0.5)   # half: 20 / 40
+    s.update("g0-3", 0.0)       # one group, 0 / 4: little evidence yet
+    w = {i: s.variance_weight(f"g0-{i}") for i in range(5)}
+    assert w[0] == pytest.approx(w[1]) and w[0] < 0.1 and w[2] > 0.95
+    assert w[0] < w[3] < w[4] < w[2]
+    state = json.loads(json.dumps(s.state_dict()))
+    drawn = [it["id"] for it in s.next_batch(0, 400) if it["task"] == "gsm8k" and it["meta"]["level_n"] == 0]
+    counts = {i: drawn.count(f"g0-{i}") for i in range(5)}
+    assert counts[0] < counts[4] < counts[2] and counts[1] < counts[4]
+    t = sampler(item_weighting="variance", group_size=4)
+    t.load_state_dict(state)
+    assert t.item_counts == s.item_counts
+    u = sampler(item_weighting="variance", group_size=4)
+    u.load_state_dict(state)
+    assert [it["id"] for it in u.next_batch(1, 50)] == [it["id"] for it in t.next_batch(1, 50)]
+    assert u.variance_weight("g0-0") == pytest.approx(w[0])
+    # the default rule is prime-rl's: only the latest group counts
+    latest = sampler(group_size=4)
+    latest.update("g0-0", 0.0)
+    assert latest.item_weight("g0-0") == 0.2 and latest.item_weight("g0-2") == 1.0
