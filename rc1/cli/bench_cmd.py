@@ -208,7 +208,7 @@ def seeds(
 @bench_app.command("gates")
 def gates(
     config: Annotated[str, typer.Option("--config", "-c", help="run config (workspace-relative)")] = "configs/local.yaml",
-    case: Annotated[Optional[list[str]], typer.Option(help="broken case, repeatable: drift, no-change, no-level "
+    case: Annotated[Optional[list[str]], typer.Option(help="broken case, repeatable: drift, no-change, no-level, hacking "
                                                            "(default: all)")] = None,
     healthy_seeds: Annotated[int, typer.Option(min=0, help="also run `bench seeds` at N seeds and count its "
                                                            "refusals as false refusals")] = 0,
