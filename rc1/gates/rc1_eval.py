@@ -296,29 +296,51 @@ def judged_checks(g, report: dict, held_name: str) -> list[Check]:
     return out
 
 
+def _guard(stem: str, d: dict, g, what: str, none_why: str, *, rise_is_bad: bool = False) -> Check:
+    """One behaviour guard on a shadow subset. With >= gates.eval.shadow_min_n paired items it is
+    non-inferiority at gates.eval.shadow_noninferiority_pp (a fall: CI lower bound >= margin; a rise: CI upper
+    bound <= -margin). A smaller subset cannot show non-inferiority at that margin (a model that changed nothing
+    fails it by chance: 45 hard items give a CI of about +-7 pp), so there it refuses only a significant change
+    for the worse (CI upper bound < 0 for a fall, lower bound > 0 for a rise), and says so."""
+    m, n = g.shadow_noninferiority_pp, d.get("n") or 0
+    if n >= g.shadow_min_n:
+        if not rise_is_bad:
+            return _gain(stem + ", non-inferiority (pp, CI lower bound)", d, m, False, what, none_why)
+        name, threshold = stem + ", non-inferiority (pp, CI upper bound)", f"<= {-m:g} (95% CI upper bound)"
+        if not d.get("ci95_pp"):
+            return Check.not_measurable(name, threshold, none_why)
+        hi = d["ci95_pp"][1]
+        return Check(name, hi, threshold, hi <= -m, f"{_point(d)}; {what}")
+    small = f"n={n} < {g.shadow_min_n}: too few paired items for non-inferiority at {m:g} pp"
+    if rise_is_bad:
+        name, threshold = stem + ", no significant rise (pp, CI lower bound)", f"<= 0 (95% CI lower bound; {small})"
+    else:
+        name, threshold = stem + ", no significant fall (pp, CI upper bound)", f">= 0 (95% CI upper bound; {small})"
+    if not n or not d.get("ci95_pp"):
+        return Check.not_measurable(name, threshold, none_why)
+    lo, hi = d["ci95_pp"]
+    measured, ok = (lo, lo <= 0) if rise_is_bad else (hi, hi >= 0)
+    return Check(name, measured, threshold, ok, f"{_point(d)}; {what}")
+
+
 def guard_checks(g, report: dict, set_name: str) -> list[Check]:
-    """The behaviour checks as non-inferiority on the shadow set, margin gates.eval.shadow_noninferiority_pp:
-    needs-clarification success and hard-bucket success may not fall (CI lower bound >= margin), the
-    over-clarification rate may not rise (CI upper bound <= -margin pp), nor the average turns
-    (CI upper bound <= avg_turns_max_increase; every episode of both models at one turn is no increase)."""
+    """The behaviour checks as guards on the shadow set (`_guard`: non-inferiority at margin
+    gates.eval.shadow_noninferiority_pp on >= shadow_min_n paired items, else no significant change for the
+    worse): needs-clarification success and hard-bucket success may not fall, the over-clarification rate may
+    not rise; the average turns may not rise significantly (CI lower bound <= avg_turns_max_increase; every
+    episode of both models at one turn is no increase)."""
     pooled = report["pooled"][set_name]
     seeds = pooled["seeds"]
-    m = g.shadow_noninferiority_pp
     pre = f"{set_name} set: "
     nc = pooled["needs_clar_success"]
-    clar = _gain(pre + "needs-clarification success, non-inferiority (pp, CI lower bound)", nc, m, False,
-                 _rates(nc, seeds), f"no needs-clarification items in the {set_name} set")
+    clar = _guard(pre + "needs-clarification success", nc, g, _rates(nc, seeds),
+                  f"no needs-clarification items in the {set_name} set")
     oc = pooled["overclar"]
-    name = pre + "over-clarification rate increase, non-inferiority (pp, CI upper bound)"
-    threshold = f"<= {-m:g} (95% CI upper bound)"
-    if not oc.get("n") or not oc.get("ci95_pp"):
-        over = Check.not_measurable(name, threshold, f"no items without a clarification need in the {set_name} set")
-    else:
-        hi = oc["ci95_pp"][1]
-        over = Check(name, hi, threshold, hi <= -m, f"{_point(oc)}; asked without need: {_rates(oc, seeds)}")
+    over = _guard(pre + "over-clarification rate increase", oc, g, f"asked without need: {_rates(oc, seeds)}",
+                  f"no items without a clarification need in the {set_name} set", rise_is_bad=True)
     t = pooled["avg_turns"]
-    name = pre + "average turns increase (CI upper bound)"
-    threshold = f"<= {g.avg_turns_max_increase:g} (95% CI upper bound)"
+    name = pre + "average turns increase (CI lower bound)"
+    threshold = f"<= {g.avg_turns_max_increase:g} (95% CI lower bound: no significant increase)"
     if t["base"] is None or not t["ci95"]:
         turns = Check.not_measurable(name, threshold, f"no paired {set_name} items")
     elif t.get("constant") is not None:
@@ -327,12 +349,12 @@ def guard_checks(g, report: dict, set_name: str) -> list[Check]:
                       "increase")
     else:
         ci = t["ci95"]
-        turns = Check(name, ci[1], threshold, ci[1] <= g.avg_turns_max_increase,
+        turns = Check(name, ci[0], threshold, ci[0] <= g.avg_turns_max_increase,
                       f"point estimate {t['delta']:+.3f}, 95% CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; base {t['base']:.3f} -> "
                       f"trained {t['trained']:.3f} turns")
     d = pooled["hard_hq_sq"]
-    hard = _gain(pre + "hard-bucket success, hotpotqa+strategyqa, non-inferiority (pp, CI lower bound)", d, m, False,
-                 _rates(d, d.get("seeds") or 1), f"no hard hotpotqa/strategyqa items in the {set_name} set")
+    hard = _guard(pre + "hard-bucket success, hotpotqa+strategyqa", d, g, _rates(d, d.get("seeds") or 1),
+                  f"no hard hotpotqa/strategyqa items in the {set_name} set")
     return [clar, over, turns, hard]
 
 

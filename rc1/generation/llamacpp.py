@@ -63,6 +63,36 @@ class LlamaCppSampler:
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
         self.ctx, self.n_ctx, self.n_seq = None, 0, 0
         self.batch, self.batch_size = None, 0
+        self.adapter, self.adapter_scale = None, 1.0
+
+    # ------------------------------------------------------------------ a LoRA adapter on the loaded base
+    def set_lora(self, path: str | os.PathLike | None, scale: float = 1.0) -> None:
+        """Put the LoRA adapter GGUF at `path` on the loaded base (llama_adapter_lora_init: tens of ms for a
+        small adapter), replacing and freeing the previous one; None takes it off. The KV cache is cleared:
+        what it holds was computed with the old weights."""
+        L = self.L
+        new = None
+        if path is not None:
+            new = L.llama_adapter_lora_init(self.model, str(path).encode("utf-8"))
+            if not new:
+                raise RuntimeError(f"llama.cpp could not load the LoRA adapter {path}")
+        old, self.adapter, self.adapter_scale = self.adapter, new, float(scale)
+        if self.ctx is not None:
+            self._apply_adapter()
+            L.llama_memory_clear(L.llama_get_memory(self.ctx), True)
+        if old is not None:
+            L.llama_adapter_lora_free(old)
+
+    def _apply_adapter(self) -> None:
+        L = self.L
+        if self.adapter is None:
+            rc = L.llama_set_adapters_lora(self.ctx, None, 0, None)
+        else:
+            adapters = (L.llama_adapter_lora_p_ctypes * 1)(self.adapter)
+            scales = (ctypes.c_float * 1)(self.adapter_scale)
+            rc = L.llama_set_adapters_lora(self.ctx, adapters, 1, scales)
+        if rc != 0:
+            raise RuntimeError(f"llama_set_adapters_lora failed with code {rc}")
 
     # ------------------------------------------------------------------ context and batch
     def _ensure(self, per_row: int, rows: int) -> None:
@@ -90,6 +120,8 @@ class LlamaCppSampler:
         if not self.ctx:
             raise RuntimeError(f"llama.cpp could not make a context of {rows} sequences x {per_row} tokens")
         self.n_ctx, self.n_seq = per_row * rows, rows
+        if self.adapter is not None:  # a new context starts without the adapter
+            self._apply_adapter()
         if self.batch is None:
             self.batch = L.llama_batch_init(self.n_batch, 0, 1)
             self.batch_size = self.n_batch
@@ -186,6 +218,9 @@ class LlamaCppSampler:
         if self.ctx is not None:
             L.llama_free(self.ctx)
             self.ctx = None
+        if self.adapter is not None:
+            L.llama_adapter_lora_free(self.adapter)
+            self.adapter = None
         if self.model is not None:
             L.llama_model_free(self.model)
             self.model = None

@@ -334,3 +334,75 @@ def verify_gguf(hf_dir: str | os.PathLike, gguf_file: str | os.PathLike, prompts
                 new_tokens: int = 8) -> list[str]:
     """`GgufChecker(hf_dir).check(gguf_file, prompts)`: [] when llama.cpp and transformers agree."""
     return GgufChecker(hf_dir).check(gguf_file, prompts, new_tokens=new_tokens)
+
+
+_LORA_PARAM = re.compile(r"^(?:base_model\.model\.)?(model\.layers\.\d+\..+)\.lora_([AB])\.([^.]+)\.weight$")
+
+
+def lora_tensors(model, adapter: str = "default") -> tuple[dict[str, "object"], float, int]:
+    """({GGUF tensor name: float32 numpy array}, alpha, rank) of a PEFT LoRA model's adapter, named as
+    llama.cpp's LoRA loader expects (`blk.<i>.attn_q.weight.lora_a` [r, in], `.lora_b` [out, r], the torch
+    layouts) with Llama's q/k rotary permutation applied to B's output rows as the base export applies it to the
+    weight ((P B) A = P (B A)). Reads the live tensors: no save, no merge."""
+    import numpy as np
+
+    cfg = model.peft_config[adapter]
+    base_cfg = model.get_base_model().config
+    arch = base_cfg.model_type
+    if arch not in SUPPORTED:
+        raise ConfigError(f"LoRA GGUF: architecture {arch!r} is not supported (supported: {list(SUPPORTED)})")
+    n_head = base_cfg.num_attention_heads
+    n_kv = getattr(base_cfg, "num_key_value_heads", None) or n_head
+    out: dict[str, np.ndarray] = {}
+    rank = None
+    for name, p in model.named_parameters():
+        m = _LORA_PARAM.match(name)
+        if m is None or m.group(3) != adapter:
+            continue
+        layer = _LAYER.match(m.group(1) + ".weight")
+        if layer is None or layer.group(2) not in _LAYER_MAP:
+            raise ConfigError(f"LoRA GGUF: no GGUF name for the adapted module {m.group(1)!r}")
+        target = f"blk.{layer.group(1)}.{_LAYER_MAP[layer.group(2)]}"
+        arr = p.detach().float().cpu().numpy()
+        if m.group(2) == "A":
+            rank = arr.shape[0]
+        elif arch == "llama" and target.endswith("attn_q.weight"):
+            arr = _permute(arr, n_head)
+        elif arch == "llama" and target.endswith("attn_k.weight"):
+            arr = _permute(arr, n_kv)
+        out[f"{target}.lora_{m.group(2).lower()}"] = np.ascontiguousarray(arr, dtype=np.float32)
+    if not out or rank is None:
+        raise ConfigError(f"LoRA GGUF: the model has no LoRA tensors of adapter {adapter!r}")
+    if getattr(cfg, "use_rslora", False):
+        raise ConfigError("LoRA GGUF: rsLoRA's alpha / sqrt(r) scale has no llama.cpp equivalent; use plain LoRA")
+    return out, float(cfg.lora_alpha), int(rank)
+
+
+def write_lora_gguf(model, out_path: str | os.PathLike, adapter: str = "default") -> Path:
+    """A llama.cpp LoRA adapter GGUF (general.type adapter, adapter.type lora, adapter.lora.alpha) straight from
+    the PEFT tensors, written atomically. llama.cpp scales it by alpha / r, as PEFT does."""
+    gguf = _require_gguf()
+
+    from rc1.runtime.atomic import atomic_output
+
+    tensors, alpha, _ = lora_tensors(model, adapter)
+    arch = model.get_base_model().config.model_type
+    out_path = Path(out_path)
+    tmp = out_path.with_name(f".{out_path.name}.writing")
+    w = gguf.GGUFWriter(str(tmp), arch)
+    w.add_string("general.type", "adapter")
+    w.add_string("adapter.type", "lora")
+    w.add_float32("adapter.lora.alpha", alpha)
+    for name, arr in tensors.items():
+        w.add_tensor(name, arr)
+    try:
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        with atomic_output(out_path, "wb") as fh, open(tmp, "rb") as src:
+            while chunk := src.read(1 << 24):
+                fh.write(chunk)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out_path

@@ -178,11 +178,15 @@ def config_report(ws, config: str, *, good_fitted: bool, good_shadow: bool, n_sh
 
 
 SHIPPED = [("configs/ppo_scale.yaml", "configs/gates.yaml"), ("configs/local.yaml", "configs/gates_local.yaml")]
-GUARDS = ("shadow set: needs-clarification success, non-inferiority (pp, CI lower bound)",
-          "shadow set: over-clarification rate increase, non-inferiority (pp, CI upper bound)",
-          "shadow set: average turns increase (CI upper bound)",
-          "shadow set: hard-bucket success, hotpotqa+strategyqa, non-inferiority (pp, CI lower bound)",
-          "shadow set: success delta, non-inferiority (pp, CI lower bound)")
+GUARDS = ("shadow set: needs-clarification success", "shadow set: over-clarification rate increase",
+          "shadow set: average turns increase", "shadow set: hard-bucket success, hotpotqa+strategyqa",
+          "shadow set: success delta")   # each guard's name goes on to say how it is judged at its n
+
+
+def guard(res, stem: str):
+    found = [c for c in res.checks if c.name.startswith(stem)]
+    assert len(found) == 1, [c.name for c in res.checks]
+    return found[0]
 
 
 @pytest.mark.parametrize("config,gates", SHIPPED)
@@ -195,8 +199,8 @@ def test_a_shipped_configs_gate_passes_a_good_run_with_every_check_measurable(ws
     assert not [x.name for x in res.checks if x.status == "not measurable"]
     # success on the fitted set; every behaviour check the fitted levels cannot measure guarded on the shadow set
     assert c["held-out success delta (pp, CI lower bound)"].status == "pass"
-    for name in GUARDS:
-        assert c[name].status == "pass"
+    for stem in GUARDS:
+        assert guard(res, stem).status == "pass"
     assert {f"{t}: held-out success delta (pp, CI lower bound)" for t in TASKS3} <= set(c)
     # the margin over the majority class per task only where the answers are a closed set
     assert "strategyqa: trained success - majority-class baseline (pp, CI lower bound)" in c
@@ -213,9 +217,9 @@ def test_a_shipped_configs_gate_refuses_a_bad_run(ws, config, gates):
     failing = {x.name for x in res.failing}
     assert not res.passed and not [x.name for x in res.checks if x.status == "not measurable"]
     assert {"held-out success delta (pp, CI lower bound)",
-            "shadow set: success delta, non-inferiority (pp, CI lower bound)",
-            "shadow set: over-clarification rate increase, non-inferiority (pp, CI upper bound)",
-            "shadow set: average turns increase (CI upper bound)"} <= failing
+            "shadow set: success delta, non-inferiority (pp, CI lower bound)"} <= failing
+    for stem in ("shadow set: over-clarification rate increase", "shadow set: average turns increase"):
+        assert guard(res, stem).status == "fail"
 
 
 @pytest.mark.parametrize("config,gates", SHIPPED)
@@ -237,7 +241,7 @@ def test_a_fitted_gain_with_a_flat_shadow_set_passes(ws, config, gates):
     write_sidecar(path)
     res = run_gate(ws, gates)
     assert res.passed, [x.to_dict() for x in res.failing]
-    assert all(by_name(res)[n].measured in (0, 0.0) for n in GUARDS)
+    assert all(guard(res, stem).measured in (0, 0.0) for stem in GUARDS)
 
 
 @pytest.mark.parametrize("config,gates", SHIPPED)
@@ -247,6 +251,27 @@ def test_a_fitted_gain_with_a_shadow_regression_is_refused_by_non_inferiority(ws
     c = by_name(res)["shadow set: success delta, non-inferiority (pp, CI lower bound)"]
     assert not res.passed and c.status == "fail" and c.measured < -5
     assert by_name(res)["held-out success delta (pp, CI lower bound)"].passed
+
+
+@pytest.mark.parametrize("ci, passes", [([-6.7, 6.7], True), ([-15.6, -2.2], False)])
+def test_a_small_shadow_subset_refuses_a_significant_fall_not_a_noisy_flat_one(ws, ci, passes):
+    """make run's seed 20250820 (bf16 rollouts): 45 hard shadow items, base 15.6 % -> trained 15.6 %, CI
+    [-6.7, +6.7] pp. Non-inferiority at -5 pp cannot be shown on 45 items, so a subset under shadow_min_n refuses
+    only a significant fall (CI upper bound < 0): the flat run passes, one that lost the bucket is refused."""
+    config_report(ws, "configs/local.yaml", good_fitted=True, good_shadow=True)
+    path = sorted(ws.root.glob("reports/eval_*.json"))[-1]
+    rep = json.loads(path.read_text())
+    hard = rep["pooled"]["shadow"]["hard_hq_sq"]
+    hard.update(n=45, base=0.156, trained=0.156 + (ci[0] + ci[1]) / 200, delta_pp=(ci[0] + ci[1]) / 2, ci95_pp=ci)
+    from rc1.runtime.atomic import atomic_write_json
+    from rc1.runtime.fingerprint import write_sidecar
+
+    atomic_write_json(path, rep)
+    write_sidecar(path)
+    res = run_gate(ws, "configs/gates_local.yaml")
+    c = guard(res, "shadow set: hard-bucket success, hotpotqa+strategyqa")
+    assert c.name.endswith("no significant fall (pp, CI upper bound)") and "n=45 < 200" in c.threshold
+    assert c.passed is passes and res.passed is passes
 
 
 def test_a_shadow_set_under_200_items_fails_non_inferiority_naming_its_size(ws):
