@@ -197,6 +197,10 @@ class Pipeline:
             Stage("eval", ["eval", "--config", c],  # held-out + dev (best/ is chosen on dev; eval.n_dev sizes it)
                   lambda: bool(self._latest_eval())),
             Stage("report", ["report", "--config", c], lambda: False),
+            # the RC1 gate (eval -> scale_1000) after the report, so a refused run still has its report: the
+            # pipeline then exits 3 naming the failing checks, as at every other gate
+            Stage("gate: RC1", ["advance", "--to", "scale_1000", "--config", c],
+                  lambda: self.state_at_least("scale_1000")),
         ]
 
     def calibrated(self) -> bool:

@@ -19,13 +19,14 @@ def _stage(pipe, name):
     return next(s for s in pipe.stages() if s.name == name)
 
 
-def test_stage_order_walks_the_gated_machine_to_eval(ws):
+def test_stage_order_walks_the_gated_machine_through_the_rc1_gate(ws):
     names = [s.name for s in _pipeline(ws).stages()]
     # local.yaml fits the work to the model before round 1 and trains one seed
     order = ["data: make-min", "scorer: live probe", "data: difficulty fit", "reward: base answers (dev split)",
              "gate: round1", "reward: calibrate", "reward: shadow run", "learning signal", "gate: round2", "train",
-             "drift", "gate: training done", "eval", "report"]
+             "drift", "gate: training done", "eval", "report", "gate: RC1"]
     assert [n for n in names if n in order] == order
+    assert _stage(_pipeline(ws), "gate: RC1").argv == ["advance", "--to", "scale_1000", "--config", "configs/local.yaml"]
     pipe = _pipeline(ws)
     shadow = _stage(pipe, "reward: shadow run")  # reads eval.shadow_run_source (eval_base here) and its n from the config
     assert shadow.argv == ["reward", "shadow-run", "--config", "configs/local.yaml"]
