@@ -474,6 +474,13 @@ class GenerationSection(Strict):
                             "(AVX512-BF16/AMX) and the weights are not 4-bit, else policy "
                             "(rc1.runtime.device.rollouts_from_bf16_copy)")
 
+    rollout_backend: Literal["torch", "llamacpp"] = Field(
+        "torch", description="who samples engine pure_pt's training rollouts: torch (the policy, or its bf16 copy: "
+                             "rollout_dtype), or llamacpp: the base GGUF (gguf_dtype) loaded once and the LoRA "
+                             "adapter written from the PEFT tensors and swapped onto it before each rollout "
+                             "(rc1.generation.adapter_sync; finetune.method lora, one process); checked against the "
+                             "torch policy first, torch samples with one logged line where it disagrees")
+
     @field_validator("rollout_dtype")
     @classmethod
     def _bf16_rollouts(cls, v: str) -> str:
@@ -641,6 +648,17 @@ class TrainConfig(Strict):
         if self.generation.rollout_dtype == "bf16" and self.finetune.method == "qlora":
             raise ValueError("generation.rollout_dtype: bf16 copies the policy's weights into bf16, and QLoRA's are "
                              "4-bit; use auto or policy")
+        if self.generation.rollout_backend == "llamacpp":
+            import importlib.util
+
+            why = ("needs finetune.method lora (the adapter is what is swapped each step)"
+                   if self.finetune.method != "lora" else
+                   f"applies to engine pure_pt's rollouts, not {self.engine.name}'s" if self.engine.name != "pure_pt"
+                   else "runs in one process (distributed.processes 1)" if self.distributed.processes > 1
+                   else "needs llama-cpp-python, which is not installed" if importlib.util.find_spec("llama_cpp") is None
+                   else None)
+            if why:
+                raise ValueError(f"generation.rollout_backend: llamacpp {why}; use torch")
         if self.generation.rollout_dtype == "bf16" and self.engine.name != "pure_pt":
             raise ValueError(f"generation.rollout_dtype: bf16 applies to engine pure_pt's rollouts; engine "
                              f"{self.engine.name} samples with its own generate(); use auto")

@@ -91,6 +91,7 @@ class PurePTEngine:
         self.tokenizer = None
         self.reference_model = None
         self._gen_model = None
+        self._adapter, self._adapter_failed = None, False  # generation.rollout_backend llamacpp
         self.extra_modules: dict[str, Any] = {}
         self.optimizer = None
         self.scheduler = None
@@ -121,8 +122,10 @@ class PurePTEngine:
             self.dropout_off = disable_dropout(self.model)
         if self.use_amp and self.amp_dtype == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)
+        rollouts = ("llama.cpp with the adapter swapped each step" if cfg.generation.rollout_backend == "llamacpp"
+                    else "a bf16 copy" if self.bf16_copy else "the policy")
         log.info("engine pure_pt: device=%s amp=%s dtype=%s peft=%s rollouts=%s", self.device, self.use_amp,
-                 self.amp_dtype, self.is_peft, "a bf16 copy" if self.sampler_differs else "the policy")
+                 self.amp_dtype, self.is_peft, rollouts)
 
     @property
     def precision(self) -> str:
@@ -257,6 +260,11 @@ class PurePTEngine:
             self.cfg, greedy=greedy, seed=seed, max_new_tokens=max_new_tokens, max_turns=self.cfg.strategy.max_turns,
             max_length=self.cfg.data.max_length, batch_size=max(1, len(items) * num_generations),
             multi_turn=self.cfg.strategy.multi_turn)
+        if not for_eval and self.cfg.generation.rollout_backend == "llamacpp" and self._adapter_sampler() is not None:
+            with self.spans("sync"):
+                self._adapter.sync(self.model)
+            with torch.no_grad(), self.spans("generate"):
+                return self._adapter.episodes(items, num_generations=num_generations, params=params)
         model, amp = self.eval_model() if for_eval else self.generation_model()
         was_training = self.model.training
         self.model.eval()
@@ -272,6 +280,37 @@ class PurePTEngine:
             self.model.train(was_training)
         return episodes
 
+    def _adapter_sampler(self):
+        """The llama.cpp adapter-sync sampler (generation.rollout_backend llamacpp), opened and checked against
+        the torch policy at the first rollout; None (torch samples, one logged line) when it disagrees."""
+        if self._adapter is None and not self._adapter_failed:
+            from rc1.generation.adapter_sync import AdapterSyncSampler
+
+            sampler = AdapterSyncSampler(self.cfg, self.model, self.tokenizer, threads=self.cfg.run.threads)
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                agreement = sampler.check(self.model)
+            finally:
+                self.model.train(was_training)
+            if agreement.ok:
+                self._adapter = sampler
+            else:
+                sampler.close()
+                self._adapter_failed = True
+                log.warning("generation.rollout_backend llamacpp: disagrees with the torch policy (%s); training "
+                            "rollouts sample with torch", agreement.problems[0])
+        return self._adapter
+
+    @property
+    def bf16_copy(self) -> bool:
+        """Rollouts from a bf16 copy of the policy (rc1.runtime.device.rollouts_from_bf16_copy)."""
+        import torch
+
+        from rc1.runtime.device import rollouts_from_bf16_copy
+
+        return rollouts_from_bf16_copy(self.cfg, self.device.type, self.use_amp and self.amp_dtype == torch.bfloat16)
+
     @property
     def sampler_differs(self) -> bool:
         """True when rollouts are sampled with other numerics than the training forward's: on a CPU with
@@ -279,11 +318,7 @@ class PurePTEngine:
         bf16: rc1.runtime.device.rollouts_from_bf16_copy), they come from a bf16 COPY of the policy
         (generation_model), whose log-probs differ from the trainer's. Strategies then correct
         for it (truncated importance sampling, rc1.strategies.rl_math.truncated_is_weight)."""
-        import torch
-
-        from rc1.runtime.device import rollouts_from_bf16_copy
-
-        return rollouts_from_bf16_copy(self.cfg, self.device.type, self.use_amp and self.amp_dtype == torch.bfloat16)
+        return self.bf16_copy or self.cfg.generation.rollout_backend == "llamacpp"
 
     def eval_model(self):
         """(model, whether to autocast) for greedy evals: the fp32 master weights without autocast where the
@@ -302,7 +337,7 @@ class PurePTEngine:
         at every decoded token, which made sampling slower than plain fp32; the copy is ~1.7x faster."""
         import torch
 
-        if not self.sampler_differs:
+        if not self.bf16_copy:
             return self.model, True
         if self._gen_model is None:
             # weights only: buffers (rotary inv_freq) stay fp32, else the positions' angles drift from the trainer's

@@ -169,3 +169,38 @@ def test_auto_rollouts_take_the_bf16_copy_only_where_the_cpu_has_native_bf16(tmp
     assert device.rollouts_from_bf16_copy(cfg_for("policy"), "cpu", True)  # under bf16 autocast, always the copy
     monkeypatch.setattr(device, "cpu_bf16_supported", lambda: False)
     assert not device.rollouts_from_bf16_copy(auto, "cpu", False)
+
+
+def test_llamacpp_rollouts_of_a_lora_policy_swap_its_adapter_each_step_and_are_corrected(tmp_path):
+    """generation.rollout_backend llamacpp: the base GGUF loaded once, the adapter written from the PEFT tensors
+    and put on it before every rollout (time/sync_s); the episodes are llama.cpp's, their log-probs close to
+    the trainer's (sampler_mismatch_kl) and importance-corrected; a second step samples the updated adapter."""
+    pytest.importorskip("llama_cpp")
+    ws = Workspace(tmp_path)
+    conf = make_workspace(tmp_path, "random:qwen3-tiny", method="lora",
+                          extra={**SAMPLING, "generation.rollout_backend": "llamacpp", "model.lora.r": 8})
+    recipe = make_recipe(ws, load_train_config(conf, ws), config_path=str(conf))
+    recipe.setup()
+    eng = recipe.engine
+    assert eng.sampler_differs and not eng.bf16_copy and recipe.strategy.is_cap == 2.0
+    for step in range(2):
+        batch = Batch(step, tuple(arithmetic_items(2)), 3)
+        ro = recipe.strategy.rollout(batch)
+        assert {e.backend for e in ro.episodes} == {"llamacpp"} and eng._adapter.syncs == step + 2  # + the check's
+        metrics = eng.backward(recipe.strategy.plan(batch, ro), scale=1.0)
+        eng.optimizer_step()
+        assert 0.0 <= metrics["sampler_mismatch_kl"] < 0.05, metrics
+        assert 0.0 < metrics["sampler/is_weight_mean"] <= 2.0
+        assert eng.spans.drain()["time/sync_s"] > 0
+
+
+@pytest.mark.parametrize("extra, why", [({"finetune.method": "full"}, "needs finetune.method lora"),
+                                        ({"distributed.processes": 2}, "runs in one process")])
+def test_llamacpp_rollouts_are_refused_where_they_do_not_apply(tmp_path, extra, why):
+    from rc1.runtime.errors import ConfigError
+
+    conf = make_workspace(tmp_path, "random:qwen3-tiny", method="lora",
+                          extra={"generation.rollout_backend": "llamacpp", **extra})
+    with pytest.raises(ConfigError) as exc:
+        load_train_config(conf, Workspace(tmp_path))
+    assert [line for line in exc.value.lines if "generation.rollout_backend" in line and why in line]
