@@ -104,6 +104,7 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
                                                 "micro_batch_size": work.get("micro_batch_size")},
                                         "model": {"base": work["model"], "max_new_tokens": work["max_new_tokens"]},
                                         "finetune": {"method": work["finetune"]},
+                                        "generation": {"rollout_backend": work.get("rollout_backend", "torch")},
                                         "strategy": {"num_generations": work["completions_per_prompt"],
                                                      "prompts_per_step": work["prompts"]}})
         ws = Workspace(root)
@@ -116,12 +117,16 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
         recipe.train()
         recs = [json.loads(l) for l in ws.metrics_path.read_text().splitlines()][warmup:]
         secs = [r["sec_per_step"] for r in recs]
+        phases = {k: statistics.median(r.get(f"time/{k}_s", 0.0) for r in recs)
+                  for k in ("sync", "generate", *TRAIN_PHASES)}
         train = [sum(r.get(f"time/{k}_s", 0.0) for k in TRAIN_PHASES) for r in recs]
         n_completions = work["prompts"] * work["completions_per_prompt"]
         tokens = [r["completion_len"] * n_completions for r in recs]  # mean completion length x completions
         return {"engine": engine, "device": str(device), "steps": len(recs), "sec_per_step": statistics.median(secs),
                 "sec_per_step_all": secs, "train_s_all": train, "completion_tokens_per_s": sum(tokens) / sum(secs),
-                "peak_memory_mb": _peak_mb(device), "mean_reward": statistics.fmean(r["reward"] for r in recs)}
+                "peak_memory_mb": _peak_mb(device), "mean_reward": statistics.fmean(r["reward"] for r in recs),
+                "median_phase_s": phases,
+                "sampler_mismatch_kl": statistics.fmean(r.get("sampler_mismatch_kl", 0.0) for r in recs)}
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -190,7 +195,7 @@ def _in_child(fn, *args):
 def run(ws, quick: bool = False, steps: int | None = None, warmup: int = 1, learning: bool = False,
         budget_s: float = 600.0, threads: int | None = None, base: str | None = None, finetune: str = "full",
         engines: list[str] | tuple[str, ...] = ("pure_pt", "trl"), prompts: int | None = None,
-        generations: int | None = None, max_new_tokens: int | None = None) -> dict:
+        generations: int | None = None, max_new_tokens: int | None = None, rollout_backend: str = "torch") -> dict:
     """The full work is 8 prompts x 4 completions x 32 tokens; --quick runs 4 x 4 x 16 for one timed step
     (a smoke run on a slow or shared CPU; the report says which work was measured)."""
     from rc1.runtime.atomic import atomic_write_json
@@ -206,7 +211,9 @@ def run(ws, quick: bool = False, steps: int | None = None, warmup: int = 1, lear
             {"prompts": 8, "completions_per_prompt": 4, "max_new_tokens": 32})
     work.update({k: v for k, v in (("prompts", prompts), ("completions_per_prompt", generations),
                                    ("max_new_tokens", max_new_tokens)) if v is not None})
-    work.update(model=base or BASE, finetune=finetune)
+    if rollout_backend not in ("torch", "llamacpp"):
+        raise ConfigError(f"--rollout-backend {rollout_backend!r}: expected torch or llamacpp")
+    work.update(model=base or BASE, finetune=finetune, rollout_backend=rollout_backend)
     result: dict = {"work": {**work, "single_turn": True, "quick": quick, "timed_steps": steps,
                              "warmup_steps": warmup}}
     partial = ws.reports / "bench" / "grpo.partial.json"  # survives a run killed half-way

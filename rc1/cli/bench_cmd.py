@@ -60,11 +60,13 @@ def grpo(
     prompts: Annotated[Optional[int], typer.Option(help="prompts per step (default 8; quick 4)")] = None,
     generations: Annotated[Optional[int], typer.Option(help="completions per prompt (default 4)")] = None,
     max_new_tokens: Annotated[Optional[int], typer.Option(help="new tokens per completion (default 32; quick 16)")] = None,
+    rollout_backend: Annotated[str, typer.Option(help="generation.rollout_backend: torch, or llamacpp (LoRA: the "
+                                                      "adapter swapped onto a loaded base each step)")] = "torch",
 ) -> None:
     """Seconds per GRPO step and peak memory: pure PyTorch engine vs TRL on the same work."""
     _run("grpo", quick=quick, steps=steps, warmup=warmup, learning=learning, budget_s=budget_s, threads=threads,
          base=base, finetune=finetune, engines=[e.strip() for e in engines.split(",") if e.strip()],
-         prompts=prompts, generations=generations, max_new_tokens=max_new_tokens)
+         prompts=prompts, generations=generations, max_new_tokens=max_new_tokens, rollout_backend=rollout_backend)
 
 
 @bench_app.command("rollout")
