@@ -65,11 +65,14 @@ def register(app: typer.Typer) -> None:
 
         ws = workspace()
         cfg = load_train_config(config, ws)
-        n = prompts or load_run_gates(cfg, ws).learning_signal.min_prompts
-        rep = measure(ws, cfg, prompts=n, progress=lambda m: typer.echo(m, err=True))
+        g = load_run_gates(cfg, ws).learning_signal
+        n = prompts or g.min_prompts
+        rep = measure(ws, cfg, prompts=n, progress=lambda m: typer.echo(m, err=True),
+                      informative_min=g.informative_groups_min)
         typer.echo(f"pass rate {rep['pass_rate']:.3f}, pass@{rep['group_size']} {rep['pass_at_k']:.3f}, truncated "
                    f"{rep['truncation_rate']:.3f}, groups without a correctness signal "
-                   f"{rep['no_success_signal_group_frac']:.3f} ({rep['episodes']} episodes, {rep['seconds']:.0f} s); "
+                   f"{rep['no_success_signal_group_frac']:.3f} ({rep['episodes']} episodes in {rep['rounds']} round(s), "
+                   f"{rep['seconds']:.0f} s); "
                    f"wrote {REPORT}")
 
     @app.command("train")

@@ -69,14 +69,14 @@ def evaluate(ctx: GateContext) -> GateResult:
 
 def informative_groups(rep: dict, cfg, g) -> Check:
     """Expected groups with a correctness signal over the run, on the Wilson lower bound of the measured share."""
-    from rc1.training.fit import wilson
+    from rc1.training.learning_signal import informative_bounds
 
     groups = int(rep["prompts"])
-    informative = round(groups * (1.0 - rep["no_success_signal_group_frac"]))
-    lo, hi = wilson(informative, groups)
-    planned = cfg.run.max_steps * cfg.strategy.prompts_per_step * cfg.run.gradient_accumulation
+    informative, lo, hi, planned = informative_bounds(groups, rep["no_success_signal_group_frac"], cfg)
     expected = planned * lo
+    rounds = rep.get("rounds", 1)
     return Check.at_least("expected informative groups over the run", round(expected, 1), g.informative_groups_min,
-                          f"{informative}/{groups} measured groups informative (95% CI [{lo:.2f}, {hi:.2f}]) x "
-                          f"{planned} planned groups ({cfg.run.max_steps} steps x {cfg.strategy.prompts_per_step} "
+                          f"{informative}/{groups} measured groups informative (95% CI [{lo:.2f}, {hi:.2f}]"
+                          + (f"; measured in {rounds} rounds: the first straddled the threshold" if rounds > 1 else "")
+                          + f") x {planned} planned groups ({cfg.run.max_steps} steps x {cfg.strategy.prompts_per_step} "
                           f"prompts x {cfg.run.gradient_accumulation} accumulation) = {expected:.1f} at the lower bound")

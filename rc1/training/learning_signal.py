@@ -31,6 +31,17 @@ from rc1.runtime.layout import LEARNING_SIGNAL_REPORT as REPORT
 log = logging.getLogger("rc1.train")
 
 REPORT_VERSION = 1
+MAX_ROUNDS = 3   # rounds of `prompts` prompts at most, while the informative-groups bound straddles its threshold
+
+
+def informative_bounds(groups: int, no_signal_frac: float, cfg) -> tuple[int, float, float, int]:
+    """(informative groups measured, Wilson 95 % bounds of their share, groups the run plans)."""
+    from rc1.training.fit import wilson
+
+    informative = round(groups * (1.0 - no_signal_frac))
+    lo, hi = wilson(informative, groups)
+    planned = cfg.run.max_steps * cfg.strategy.prompts_per_step * cfg.run.gradient_accumulation
+    return informative, lo, hi, planned
 
 
 def signal_identity(ws, cfg) -> tuple[str, dict]:
@@ -55,8 +66,14 @@ def signal_identity(ws, cfg) -> tuple[str, dict]:
     return sha256_json(settings), settings
 
 
-def measure(ws, cfg, *, prompts: int, progress=None) -> dict:
-    """Roll out the base policy on `prompts` training prompts and write the report (see the module docstring)."""
+def measure(ws, cfg, *, prompts: int, progress=None, informative_min: float | None = None) -> dict:
+    """Roll out the base policy on `prompts` training prompts and write the report (see the module docstring).
+
+    With `informative_min` (the gate's informative_groups_min): while the expected informative groups over the
+    run straddle it (planned x the Wilson lower bound under it, planned x the upper bound over it), another
+    `prompts` prompts are measured and pooled, up to MAX_ROUNDS rounds, so a healthy run is not refused on a
+    small sample's chance low (make run seed 20250830: 5 of 24 groups informative, bound 18.5 < 30, while
+    its twin seed measured 10 of 24 and trained with 45 % informative groups)."""
     from rc1.generation import SamplingParams, base_ref, open_sampler
     from rc1.rewards.reward import RewardModel
     from rc1.strategies.common import score_rollout
@@ -75,10 +92,20 @@ def measure(ws, cfg, *, prompts: int, progress=None) -> dict:
     generator, note, check = open_sampler(cfg, base_ref(cfg))
     t0 = time.perf_counter()
     items, episodes = [], []
-    step = 0
+    step, target, rounds = 0, prompts, 1
     try:
-        while len(items) < prompts * G:
-            batch = sampler_of_items.next_batch(step, min(P, prompts - len(items) // G))
+        while True:
+            if len(items) >= target * G:
+                if informative_min is None or rounds >= MAX_ROUNDS:
+                    break
+                stats = score_rollout(items, episodes, reward, G).stats
+                _, lo, hi, planned = informative_bounds(len(items) // G, stats.no_success_signal_groups, cfg)
+                if not planned * lo < informative_min <= planned * hi:
+                    break
+                target, rounds = target + prompts, rounds + 1
+                log.info("learning signal: expected informative groups [%.1f, %.1f] straddle %g: %d more prompts",
+                         planned * lo, planned * hi, informative_min, prompts)
+            batch = sampler_of_items.next_batch(step, min(P, target - len(items) // G))
             # the training rollout's settings (rc1.engines.pure_pt rollout), with the step's training seed
             params = SamplingParams(temperature=m.temperature, top_p=m.top_p, max_new_tokens=m.max_new_tokens,
                                     max_turns=cfg.strategy.max_turns, max_length=cfg.data.max_length,
@@ -105,7 +132,7 @@ def measure(ws, cfg, *, prompts: int, progress=None) -> dict:
                 "truncation_rate": sum(bool(t) for _, t in rows) / len(rows)}
     report = {
         "version": REPORT_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "identity": ident, "settings": settings, "prompts": len(items) // G, "group_size": G,
+        "identity": ident, "settings": settings, "prompts": len(items) // G, "group_size": G, "rounds": rounds,
         "episodes": len(items), "pass_rate": stats.success, "pass_at_k": stats.pass_at_k,
         "truncation_rate": stats.truncated, "zero_variance_group_frac": stats.zero_var_groups,
         "no_success_signal_group_frac": stats.no_success_signal_groups,

@@ -93,3 +93,20 @@ def check_lower(k, n):
     from rc1.training.fit import wilson
 
     return wilson(k, n)[0]
+
+
+def test_a_sample_that_straddles_the_informative_threshold_is_measured_again_and_pooled(tmp_path, tiny_model_dir):
+    """The random tiny model solves nothing: 0 of 4 groups informative, Wilson share [0, 0.49], x 8 planned groups
+    = [0, 3.9]. Against a threshold of 1 that straddles: more prompts are measured, up to MAX_ROUNDS rounds, and
+    the report pools them; against 100 it clearly fails after the first round (no sampling spent)."""
+    from rc1.training.learning_signal import MAX_ROUNDS
+
+    ws = Workspace(tmp_path)
+    conf = make_workspace(tmp_path, tiny_model_dir)
+    ctx, cfg = _ctx(ws, conf)
+    rep = measure(ws, cfg, prompts=4, informative_min=1)
+    assert rep["rounds"] == MAX_ROUNDS and rep["prompts"] == 4 * MAX_ROUNDS and rep["episodes"] == 12 * 3
+    check = next(c for c in gate.evaluate(ctx).checks if c.name == "expected informative groups over the run")
+    assert f"0/{4 * MAX_ROUNDS} measured groups" in check.detail and f"{MAX_ROUNDS} rounds" in check.detail
+    rep = measure(ws, cfg, prompts=4, informative_min=100)
+    assert rep["rounds"] == 1 and rep["prompts"] == 4
