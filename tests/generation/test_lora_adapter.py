@@ -32,7 +32,7 @@ def _peft(model, seed: int):
     return peft_model
 
 
-def _check(base: str, tmp_path):
+def _check(base: str, tmp_path, seeds=(1, 2)):
     from rc1.generation.llamacpp import LlamaCppSampler
     from rc1.generation.serve import served_gguf
     from rc1.models.export import write_lora_gguf
@@ -46,7 +46,7 @@ def _check(base: str, tmp_path):
     try:
         assert compare_decoders(fmt, model, cpp).ok                   # the base agrees
         seconds = {}
-        for seed in (1, 2):                                            # two steps' adapters, one after the other
+        for seed in seeds:                                             # steps' adapters, one after the other
             peft_model = _peft(model, seed)
             t0 = time.perf_counter()
             path = write_lora_gguf(peft_model, tmp_path / f"adapter{seed}.gguf")
@@ -74,4 +74,4 @@ def test_a_qwen3_lora_adapter_on_the_loaded_base_samples_what_peft_samples(tmp_p
 @pytest.mark.real_model
 def test_smollm2s_llama_lora_adapter_has_the_rotary_permutation_of_its_q_and_k(tmp_path):
     """SmolLM2 is a Llama: its q/k weights are permuted for llama.cpp's rotary layout, so B's rows must be too."""
-    _check("embedded:smollm2-135m-instruct", tmp_path)
+    _check("embedded:smollm2-135m-instruct", tmp_path, seeds=(1,))
