@@ -115,7 +115,7 @@ def measure(ws, cfg, *, prompts: int, progress=None, informative_min: float | No
             items += [it for it in batch for _ in range(G)]
             step += 1
             if progress:
-                progress(f"learning signal: {len(items) // G}/{prompts} prompts ({generator.backend})")
+                progress(f"learning signal: {len(items) // G}/{target} prompts ({generator.backend})")
     finally:
         generator.close()
     seconds = time.perf_counter() - t0
