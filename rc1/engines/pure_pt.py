@@ -313,11 +313,10 @@ class PurePTEngine:
 
     @property
     def sampler_differs(self) -> bool:
-        """True when rollouts are sampled with other numerics than the training forward's: on a CPU with
-        bf16 autocast, or under fp32 training with generation.rollout_dtype bf16 (or auto on a CPU with native
-        bf16: rc1.runtime.device.rollouts_from_bf16_copy), they come from a bf16 COPY of the policy
-        (generation_model), whose log-probs differ from the trainer's. Strategies then correct
-        for it (truncated importance sampling, rc1.strategies.rl_math.truncated_is_weight)."""
+        """True when rollouts are sampled with other numerics than the training forward's: from a bf16 COPY of
+        the policy (generation_model: on a CPU under bf16 autocast, or with generation.rollout_dtype bf16 under
+        fp32 training), or by llama.cpp (generation.rollout_backend llamacpp). Strategies then correct for it
+        (truncated importance sampling, rc1.strategies.rl_math.truncated_is_weight)."""
         return self.bf16_copy or self.cfg.generation.rollout_backend == "llamacpp"
 
     def eval_model(self):
