@@ -76,7 +76,7 @@ def test_the_readme_runs_the_example_with_the_commands_docs_own_task_gives():
                            "rc1 pipeline --config configs/arith.yaml"]
     assert fenced_after(readme, "## Bring your own task") == one_command
     steps = fenced_after(docs, "<!-- own-task-steps -->")
-    assert steps[0] == one_command[0] and steps[-1] == "rc1 report --config configs/arith.yaml"
+    assert steps[0] == one_command[0] and steps[-1] == "rc1 advance --to scale_1000 --config configs/arith.yaml"
     # the docs' config excerpt is what configs/arith.yaml says
     excerpt = docs[docs.index("```yaml", docs.index("## The run config")) + 7:]
     excerpt = yaml.safe_load(excerpt[:excerpt.index("```")])
