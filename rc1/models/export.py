@@ -124,6 +124,22 @@ def _encode(gguf, arr, outtype: str):
     return arr.astype(np.float16), None
 
 
+def _finish_gguf(w, tmp: Path, out_path: Path) -> None:
+    """Write GGUFWriter `w` (opened on `tmp`) out and publish it at `out_path` atomically; `tmp` is removed."""
+    from rc1.runtime.atomic import atomic_output
+
+    try:
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        with atomic_output(out_path, "wb") as fh, open(tmp, "rb") as src:
+            while chunk := src.read(1 << 24):
+                fh.write(chunk)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def convert_hf_to_gguf(hf_dir: str | os.PathLike, out_path: str | os.PathLike, *, outtype: str = "f32",
                        pre: str | None = None) -> Path:
     """Write `out_path` (GGUF) from a plain HF Llama/Qwen3 directory with safetensors weights."""
@@ -131,8 +147,6 @@ def convert_hf_to_gguf(hf_dir: str | os.PathLike, out_path: str | os.PathLike, *
     import numpy as np
     from safetensors.numpy import load_file
     from transformers import AutoTokenizer
-
-    from rc1.runtime.atomic import atomic_output
 
     hf_dir, out_path = Path(hf_dir), Path(out_path)
     cfg = json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))
@@ -205,16 +219,7 @@ def convert_hf_to_gguf(hf_dir: str | os.PathLike, out_path: str | os.PathLike, *
             seen.add(target)
     if "token_embd.weight" not in seen:
         raise ConfigError("GGUF export: no embedding tensor found")
-    try:
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
-        with atomic_output(out_path, "wb") as fh, open(tmp, "rb") as src:
-            while chunk := src.read(1 << 24):
-                fh.write(chunk)
-    finally:
-        tmp.unlink(missing_ok=True)
+    _finish_gguf(w, tmp, out_path)
     log.info("GGUF written: %s (%s, %d tensors)", out_path, arch, len(seen))
     return out_path
 
@@ -382,9 +387,6 @@ def write_lora_gguf(model, out_path: str | os.PathLike, adapter: str = "default"
     """A llama.cpp LoRA adapter GGUF (general.type adapter, adapter.type lora, adapter.lora.alpha) straight from
     the PEFT tensors, written atomically. llama.cpp scales it by alpha / r, as PEFT does."""
     gguf = _require_gguf()
-
-    from rc1.runtime.atomic import atomic_output
-
     tensors, alpha, _ = lora_tensors(model, adapter)
     arch = model.get_base_model().config.model_type
     out_path = Path(out_path)
@@ -395,14 +397,5 @@ def write_lora_gguf(model, out_path: str | os.PathLike, adapter: str = "default"
     w.add_float32("adapter.lora.alpha", alpha)
     for name, arr in tensors.items():
         w.add_tensor(name, arr)
-    try:
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
-        with atomic_output(out_path, "wb") as fh, open(tmp, "rb") as src:
-            while chunk := src.read(1 << 24):
-                fh.write(chunk)
-    finally:
-        tmp.unlink(missing_ok=True)
+    _finish_gguf(w, tmp, out_path)
     return out_path
