@@ -524,6 +524,10 @@ class MonitorSection(Strict):
     kl_adapt_rate: float = Field(0.1, gt=0, le=1, description="adaptive: gain of the log-coefficient update "
                                                               "(log coef += rate x (KL / target - 1)); adaptive_sign: "
                                                               "relative change of the coefficient per optimizer step")
+    kl_error_cap: float | None = Field(
+        3.0, gt=0, description="adaptive: the error KL / target_kl - 1 counts at most this much per step, so one "
+                               "heavy-tailed step moves log coef by at most kl_adapt_rate x this (None: unclipped; "
+                               "one step at 37 x target multiplied the coefficient by 37 and stopped the learning)")
     kl_stop_factor: float = Field(1.5, ge=1, description="early_stop: stop when the window's mean KL exceeds this x target_kl")
     kl_coef_min: float | None = Field(
         None, gt=0, description="adaptive: the coefficient never falls below this (at most strategy.kl_coef). While "

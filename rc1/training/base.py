@@ -117,7 +117,7 @@ class RecipeBase:
         m = cfg.monitor
         self.divergence = DivergenceMonitor(m.window, m.alpha)
         self.kl_control = KLControl(cfg.effective_target_kl, m.kl_control, m.kl_adapt_rate, m.kl_stop_factor,
-                                    m.window, coef_min=m.kl_coef_min)
+                                    m.window, coef_min=m.kl_coef_min, error_cap=m.kl_error_cap)
 
     # ------------------------------------------------------------------ setup
     def setup_run(self) -> None:

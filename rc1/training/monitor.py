@@ -15,8 +15,9 @@ estimator, mean over action tokens, in nats (what every strategy logs as `kl`). 
 reward penalty) follows the measured KL at each optimizer step (KL = the mean over its micro-steps, so N
 processes adapt exactly as one process with accumulation N) with an unclipped update of its logarithm
 (rc1.strategies.rl_math.MeanKLController):
-    log coef <- log coef + kl_adapt_rate * (KL / target_kl - 1)
-which holds the MEAN KL at target_kl: the statistic the training_done gate's drift bound
+    log coef <- log coef + kl_adapt_rate * min(KL / target_kl - 1, kl_error_cap)
+which holds the MEAN KL at target_kl (a winsorized mean with the cap: one heavy-tailed step moves the
+coefficient by at most exp(kl_adapt_rate x kl_error_cap), 1.35 x at the defaults): the statistic the training_done gate's drift bound
 (kl_tolerance x target_kl, on the trained policy) judges, so the controller's set point sits at 1 /
 kl_tolerance of the bound (0.67 x at 1.5) instead of on it. `adaptive_sign` is the earlier controller,
     coef <- max(kl_coef_min, coef * (1 + clip(KL / target_kl - 1, -0.2, 0.2) * kl_adapt_rate))
@@ -128,8 +129,8 @@ class KLControl:
     ALERT = "kl_above_bound"
 
     def __init__(self, target: float | None, mode: str, adapt_rate: float, stop_factor: float, window: int,
-                 coef_min: float | None = None):
-        self.target, self.mode, self.coef_min = target, mode, coef_min
+                 coef_min: float | None = None, error_cap: float | None = None):
+        self.target, self.mode, self.coef_min, self.error_cap = target, mode, coef_min, error_cap
         self.adapt_rate, self.stop_factor, self.window = adapt_rate, stop_factor, window
         self.kls: list[float] = []
         self.coefs: list[float] = []
@@ -142,7 +143,8 @@ class KLControl:
         self.kls.append(float(kl))
         if self.mode in ("adaptive", "adaptive_sign") and isinstance(strategy, KLAdjustable):
             if self.mode == "adaptive":
-                ctl = MeanKLController(strategy.kl_coef, self.target, gain=self.adapt_rate, floor=self.coef_min)
+                ctl = MeanKLController(strategy.kl_coef, self.target, gain=self.adapt_rate, floor=self.coef_min,
+                                       error_cap=self.error_cap)
             else:
                 ctl = AdaptiveKLController(strategy.kl_coef, self.target, horizon=1.0 / self.adapt_rate,
                                            floor=self.coef_min)

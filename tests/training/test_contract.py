@@ -147,13 +147,19 @@ def test_a_reward_hacking_run_raises_the_alert_in_metrics_alerts_and_the_end_rec
 
 
 def test_target_kl_adapts_the_coefficient_and_can_stop_the_run(tmp_path, tiny_model_dir):
-    # adaptive (the default): log beta moves by 0.1 x (KL / target - 1) each step, unclipped
+    # adaptive (the default): log beta moves by 0.1 x min(KL / target - 1, kl_error_cap 3) each step
     _, recipe = _recipe(tmp_path / "a", tiny_model_dir, extra={"target_kl": 0.02, "strategy.kl_coef": 0.1})
     for kl in (0.06, 0.06):  # 3 x target: + 0.2 each
         recipe.kl_control.observe(kl, recipe.strategy)
     assert recipe.strategy.beta == pytest.approx(0.1 * math.exp(0.4))
     recipe.kl_control.observe(0.0, recipe.strategy)  # - 0.1
     assert recipe.strategy.beta == pytest.approx(0.1 * math.exp(0.3))
+    recipe.kl_control.observe(0.74, recipe.strategy)  # 37 x target counts as 4 x: + 0.3, not + 3.6
+    assert recipe.strategy.beta == pytest.approx(0.1 * math.exp(0.6))
+    _, free = _recipe(tmp_path / "c", tiny_model_dir, extra={"target_kl": 0.02, "strategy.kl_coef": 0.1,
+                                                             "monitor.kl_error_cap": None})
+    free.kl_control.observe(0.74, free.strategy)      # unclipped, as configured
+    assert free.strategy.beta == pytest.approx(0.1 * math.exp(3.6))
     # early_stop: the run ends with reason target_kl once the window's mean KL is above 1.5 x target
     ws = Workspace(tmp_path / "b")
     # (PPO: its value baseline gives a random policy that never succeeds non-zero advantages from the shaping;

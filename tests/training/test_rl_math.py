@@ -257,6 +257,29 @@ def test_the_mean_controller_holds_the_mean_kl_where_the_sign_controller_holds_t
     assert float(np.mean(mean)) == pytest.approx(target, rel=0.1)
 
 
+def test_the_error_cap_bounds_what_one_heavy_tailed_step_does_to_beta():
+    """Seed 20250830 (2026-11-28): one k3 step at 3.72 nats/token against target 0.10 multiplied the unclipped
+    controller's beta by exp(0.1 x 36.2) = 37. With the cap 3 the same step moves it by exp(0.3) at most, a
+    sustained excess still raises it every step, and under lognormal(0, 1) per-step KL the mean stays within
+    1.2 x target (the sign controller's sat at 1.65 x)."""
+    import numpy as np
+
+    from rc1.strategies.rl_math import MeanKLController
+
+    free, capped = MeanKLController(0.083, 0.10, gain=0.1), MeanKLController(0.083, 0.10, gain=0.1, error_cap=3.0)
+    free.update(3.72)
+    capped.update(3.72)
+    assert free.value == pytest.approx(0.083 * math.exp(0.1 * 36.2)) and free.value > 3.0
+    assert capped.value == pytest.approx(0.083 * math.exp(0.3))
+    capped.update(0.15)     # under the cap: the plain update, + 0.1 x 0.5
+    assert capped.value == pytest.approx(0.083 * math.exp(0.35))
+    for _ in range(20):
+        capped.update(0.4)  # 4 x target for 20 steps: beta keeps rising
+    assert capped.value == pytest.approx(0.083 * math.exp(0.35 + 20 * 0.3))
+    held = _closed_loop(lambda b: MeanKLController(b, 0.05, gain=0.1, error_cap=3.0))
+    assert 0.05 < float(np.mean(held)) < 1.2 * 0.05
+
+
 @pytest.mark.parametrize("schedule,expected", [
     # warmup 2 of 10 updates: (n + 1) / (warmup + 1) for n < 2, then progress p = (n - 2) / 8
     ("linear", [1 / 3, 2 / 3, 1.0, 1 - 2 / 8, 1 - 4 / 8, 1 - 8 / 8, 0.0]),
