@@ -15,6 +15,7 @@ returns the result; `run_area` runs one and writes reports/bench/<area>.json.
   learn    rc1 vs TRL GRPO on the same budget: held-out accuracy against wall time
   seeds    a run config through `rc1 pipeline` at N seeds: each seed's held-out gain with its paired CI
   gates    broken runs (lr x 20, no change, no learnable level) refused by the check named for them
+  adapter  a LoRA adapter swap into llama.cpp for a model shape: adapter GGUF write, load and set on a loaded base
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed", "micro", "memory", "learn", "seeds", "gates")
+AREAS = ("data", "reward", "grpo", "rollout", "eval", "console", "distributed", "micro", "memory", "learn", "seeds",
+         "gates", "adapter")
 
 
 def report_path(ws, area: str) -> Path:

@@ -221,5 +221,20 @@ def gates(
     _run("gates", config=config, cases=case, healthy_seeds=healthy_seeds, max_steps=max_steps)
 
 
+@bench_app.command("adapter")
+def adapter(
+    shape: Annotated[str, typer.Option(help="model shape: qwen3-4b (its base synthesised), smollm2-135m-instruct "
+                                            "(the embedded weights) or qwen3-tiny")] = "qwen3-4b",
+    r: Annotated[int, typer.Option(help="LoRA rank, on every linear layer")] = 16,
+    repeats: Annotated[int, typer.Option(help="timed writes and swaps (medians reported)")] = 5,
+    base_dtype: Annotated[str, typer.Option(help="weights of the base GGUF: f32, f16 or bf16")] = "f16",
+    threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads for the decodes (default: all cores)")] = None,
+    quick: Quick = False,
+) -> None:
+    """Cost of a LoRA adapter swap into llama.cpp: adapter GGUF write, llama_adapter_lora_init and
+    llama_set_adapters_lora on a base of the shape already loaded, its size, the base's load time and peak RSS."""
+    _run("adapter", quick=quick, shape=shape, r=r, repeats=repeats, base_dtype=base_dtype, threads=threads)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(bench_app, name="bench")

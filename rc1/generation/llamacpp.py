@@ -18,6 +18,8 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -33,6 +35,17 @@ def _quiet_llama(llama_cpp) -> None:
     if _QUIET is None:
         _QUIET = llama_cpp.llama_log_callback(lambda level, text, user: None)
         llama_cpp.llama_log_set(_QUIET, ctypes.c_void_p(0))
+
+
+@dataclass(frozen=True)
+class LoraSwap:
+    """Seconds of each part of one LlamaCppSampler.set_lora."""
+
+    load_s: float    # llama_adapter_lora_init: the adapter GGUF read into memory and checked against the base
+    set_s: float     # llama_set_adapters_lora on the context (0 without one); llama.cpp re-plans its compute
+                     # graph at the next decode, which pays for that
+    clear_s: float   # the KV cache cleared
+    free_s: float    # the previous adapter freed (0 without one)
 
 
 class LlamaCppSampler:
@@ -66,22 +79,28 @@ class LlamaCppSampler:
         self.adapter, self.adapter_scale = None, 1.0
 
     # ------------------------------------------------------------------ a LoRA adapter on the loaded base
-    def set_lora(self, path: str | os.PathLike | None, scale: float = 1.0) -> None:
+    def set_lora(self, path: str | os.PathLike | None, scale: float = 1.0) -> LoraSwap:
         """Put the LoRA adapter GGUF at `path` on the loaded base (llama_adapter_lora_init: tens of ms for a
         small adapter), replacing and freeing the previous one; None takes it off. The KV cache is cleared:
-        what it holds was computed with the old weights."""
+        what it holds was computed with the old weights. Returns the seconds of each part."""
         L = self.L
         new = None
+        t0 = time.perf_counter()
         if path is not None:
             new = L.llama_adapter_lora_init(self.model, str(path).encode("utf-8"))
             if not new:
                 raise RuntimeError(f"llama.cpp could not load the LoRA adapter {path}")
+        t1 = time.perf_counter()
         old, self.adapter, self.adapter_scale = self.adapter, new, float(scale)
+        t2 = t3 = t1
         if self.ctx is not None:
             self._apply_adapter()
+            t2 = time.perf_counter()
             L.llama_memory_clear(L.llama_get_memory(self.ctx), True)
+            t3 = time.perf_counter()
         if old is not None:
             L.llama_adapter_lora_free(old)
+        return LoraSwap(load_s=t1 - t0, set_s=t2 - t1, clear_s=t3 - t2, free_s=time.perf_counter() - t3)
 
     def _apply_adapter(self) -> None:
         L = self.L

@@ -345,22 +345,31 @@ _LORA_PARAM = re.compile(r"^(?:base_model\.model\.)?(model\.layers\.\d+\..+)\.lo
 
 
 def lora_tensors(model, adapter: str = "default") -> tuple[dict[str, "object"], float, int]:
-    """({GGUF tensor name: float32 numpy array}, alpha, rank) of a PEFT LoRA model's adapter, named as
-    llama.cpp's LoRA loader expects (`blk.<i>.attn_q.weight.lora_a` [r, in], `.lora_b` [out, r], the torch
-    layouts) with Llama's q/k rotary permutation applied to B's output rows as the base export applies it to the
-    weight ((P B) A = P (B A)). Reads the live tensors: no save, no merge."""
-    import numpy as np
-
+    """({GGUF tensor name: float32 numpy array}, alpha, rank) of a PEFT LoRA model's adapter
+    (lora_gguf_tensors of its live parameters: no save, no merge)."""
     cfg = model.peft_config[adapter]
     base_cfg = model.get_base_model().config
-    arch = base_cfg.model_type
+    n_head = base_cfg.num_attention_heads
+    tensors, rank = lora_gguf_tensors(model.named_parameters(), arch=base_cfg.model_type, n_head=n_head,
+                                      n_kv=getattr(base_cfg, "num_key_value_heads", None) or n_head, adapter=adapter)
+    if getattr(cfg, "use_rslora", False):
+        raise ConfigError("LoRA GGUF: rsLoRA's alpha / sqrt(r) scale has no llama.cpp equivalent; use plain LoRA")
+    return tensors, float(cfg.lora_alpha), rank
+
+
+def lora_gguf_tensors(named_parameters, *, arch: str, n_head: int, n_kv: int,
+                      adapter: str = "default") -> tuple[dict[str, "object"], int]:
+    """({GGUF tensor name: float32 numpy array}, rank) of the LoRA tensors among PEFT-named (name, tensor) pairs,
+    named as llama.cpp's LoRA loader expects (`blk.<i>.attn_q.weight.lora_a` [r, in], `.lora_b` [out, r], the torch
+    layouts) with Llama's q/k rotary permutation applied to B's output rows as the base export applies it to the
+    weight ((P B) A = P (B A))."""
+    import numpy as np
+
     if arch not in SUPPORTED:
         raise ConfigError(f"LoRA GGUF: architecture {arch!r} is not supported (supported: {list(SUPPORTED)})")
-    n_head = base_cfg.num_attention_heads
-    n_kv = getattr(base_cfg, "num_key_value_heads", None) or n_head
     out: dict[str, np.ndarray] = {}
     rank = None
-    for name, p in model.named_parameters():
+    for name, p in named_parameters:
         m = _LORA_PARAM.match(name)
         if m is None or m.group(3) != adapter:
             continue
@@ -378,17 +387,19 @@ def lora_tensors(model, adapter: str = "default") -> tuple[dict[str, "object"], 
         out[f"{target}.lora_{m.group(2).lower()}"] = np.ascontiguousarray(arr, dtype=np.float32)
     if not out or rank is None:
         raise ConfigError(f"LoRA GGUF: the model has no LoRA tensors of adapter {adapter!r}")
-    if getattr(cfg, "use_rslora", False):
-        raise ConfigError("LoRA GGUF: rsLoRA's alpha / sqrt(r) scale has no llama.cpp equivalent; use plain LoRA")
-    return out, float(cfg.lora_alpha), int(rank)
+    return out, int(rank)
 
 
 def write_lora_gguf(model, out_path: str | os.PathLike, adapter: str = "default") -> Path:
-    """A llama.cpp LoRA adapter GGUF (general.type adapter, adapter.type lora, adapter.lora.alpha) straight from
-    the PEFT tensors, written atomically. llama.cpp scales it by alpha / r, as PEFT does."""
-    gguf = _require_gguf()
+    """A llama.cpp LoRA adapter GGUF of a PEFT model's adapter, straight from its tensors (write_lora_tensors)."""
     tensors, alpha, _ = lora_tensors(model, adapter)
-    arch = model.get_base_model().config.model_type
+    return write_lora_tensors(tensors, alpha, model.get_base_model().config.model_type, out_path)
+
+
+def write_lora_tensors(tensors: dict, alpha: float, arch: str, out_path: str | os.PathLike) -> Path:
+    """A llama.cpp LoRA adapter GGUF (general.type adapter, adapter.type lora, adapter.lora.alpha) of `tensors`
+    (lora_gguf_tensors' names and layouts), written atomically. llama.cpp scales it by alpha / r, as PEFT does."""
+    gguf = _require_gguf()
     out_path = Path(out_path)
     tmp = out_path.with_name(f".{out_path.name}.writing")
     w = gguf.GGUFWriter(str(tmp), arch)
