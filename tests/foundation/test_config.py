@@ -67,6 +67,7 @@ def test_all_errors_reported_at_once(ws):
     ("run: {name: x}\nscorer:\n  max_cost: 5\n  prices: {}\n", "max_cost needs a price for provider 'local'"),
     ("run: {name: x}\nscorer:\n  max_billable_tokens: 0\n", "scorer.max_billable_tokens"),
     ("engine:\n  name: trl\nreward:\n  source: hybrid\n", "reward.source: hybrid (the judge in the reward loop) runs on engine pure_pt"),
+    ("engine:\n  clip_coef_high: 0.28\n", "engine.clip_coef_high: 0.28 has no effect: grpo makes one update per"),
 ])
 def test_bad_configs_exit_2_with_one_clear_reason(ws, text, needle):
     rel = _write(ws, text)
