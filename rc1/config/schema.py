@@ -689,7 +689,7 @@ class TrainConfig(Strict):
                 and self.strategy.ppo_epochs == 1):
             raise ValueError(f"engine.clip_coef_high: {self.engine.clip_coef_high:g} has no effect: {self.strategy.name} "
                              "makes one update per rollout batch, so its ratio is 1 at that update and no clip binds "
-                             "(measured: clip_frac 0 on all 300 steps of three make runs); remove it (engine trl with "
+                             "(measured: clip_frac 0 on all 300 steps of three configs/local.yaml runs); remove it (engine trl with "
                              "strategy.ppo_epochs > 1 reuses a batch, where it binds)")
         why = self.micro_batch_error(self.distributed.processes)
         if why:

@@ -13,11 +13,11 @@ KL control. `target_kl` means the same for every strategy: the per-token KL(pi |
 estimator, mean over action tokens, in nats (what every strategy logs as `kl`). With
 `kl_control: adaptive` (the default), the KL coefficient of the strategy's loss (GRPO/RLOO beta, PPO's
 reward penalty) follows the measured KL at each optimizer step (KL = the mean over its micro-steps, so N
-processes adapt exactly as one process with accumulation N) with an unclipped update of its logarithm
-(rc1.strategies.rl_math.MeanKLController):
+processes adapt exactly as one process with accumulation N) with an update of its logarithm whose error is
+capped from above (rc1.strategies.rl_math.MeanKLController):
     log coef <- log coef + kl_adapt_rate * min(KL / target_kl - 1, kl_error_cap)
-which holds the MEAN KL at target_kl (a winsorized mean with the cap: one heavy-tailed step moves the
-coefficient by at most exp(kl_adapt_rate x kl_error_cap), 1.35 x at the defaults): the statistic the training_done gate's drift bound
+which holds the MEAN KL at target_kl (a winsorized mean: one heavy-tailed step moves the coefficient by at
+most exp(kl_adapt_rate x kl_error_cap), 1.35 x at the defaults): the statistic the training_done gate's drift bound
 (kl_tolerance x target_kl, on the trained policy) judges, so the controller's set point sits at 1 /
 kl_tolerance of the bound (0.67 x at 1.5) instead of on it. `adaptive_sign` is the earlier controller,
     coef <- max(kl_coef_min, coef * (1 + clip(KL / target_kl - 1, -0.2, 0.2) * kl_adapt_rate))
