@@ -192,7 +192,8 @@ print(f'resuming from step {step}' if step else 'starting at step 0', flush=True
 try:
     while step < 1000:
         time.sleep(pace); step += 1; tmp.write_text(str(step)); os.replace(tmp, steps)  # whole, never torn
-except KeyboardInterrupt:
+except KeyboardInterrupt:  # the step file is the checkpoint: SIGINT between `step += 1` and os.replace must not
+    step = int(steps.read_text()) if steps.exists() else 0  # report a step the file does not hold
     print(f'stopped cleanly at step {step} (checkpoint written)', flush=True); sys.exit(130)
 marker.write_text('done'); print('trained', flush=True)
 """,
