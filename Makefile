@@ -4,6 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 RC1    := $(BIN)/rc1
 CONFIG ?= configs/local.yaml
+# pytest workers: one per core, at most 4 (each holds a torch of its own; tests use one torch thread each)
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(4, os.cpu_count() or 1))')
 
 .PHONY: setup run test preflight train resume stop status failpack console sync bench-data bench-grpo clean-venv
 
@@ -23,7 +25,7 @@ run: setup
 
 # pytest exit 5 means no test ran: that is a failure, not a pass.
 test: setup
-	$(BIN)/python -m pytest -q --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$rc
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$rc
 
 preflight: setup
 	$(RC1) advance --to round2 --config $(CONFIG)

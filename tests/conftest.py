@@ -11,9 +11,9 @@ import pytest
 from tests.helpers.cli import REPO
 
 # One intra-op thread in the test process and in every process it starts (set before torch is imported, and
-# inherited): the suite runs on 2-core machines beside other work, where two threads of one process mostly wait
-# for each other whenever the other core is busy (an eval test took 15 s at one thread, 22-41 s at two). A test
-# whose config names run.threads still gets them for that test; `_one_torch_thread` puts one back after it.
+# inherited): `make test` runs one pytest worker per core (pytest-xdist), and two threads of one process mostly
+# wait for each other whenever the other core is busy (an eval test took 15 s at one thread, 22-41 s at two). A
+# test whose config names run.threads still gets them for that test; `_one_torch_thread` puts one back after it.
 TORCH_THREADS = 1
 os.environ["OMP_NUM_THREADS"] = str(TORCH_THREADS)
 
