@@ -26,8 +26,8 @@ def smoke(ws, config: str):
     return runner.invoke(app, ["--workdir", str(ws.root), "config", "verify", "--config", config, "--smoke"])
 
 
-def test_the_shipped_train_configs_are_the_four_we_expect():
-    assert TRAIN_CONFIGS == ["arith.yaml", "local.yaml", "ppo_scale.yaml", "train_local.yaml"]
+def test_the_shipped_train_configs_are_the_five_we_expect():
+    assert TRAIN_CONFIGS == ["arith.yaml", "local.yaml", "local_lora.yaml", "ppo_scale.yaml", "train_local.yaml"]
 
 
 @pytest.mark.parametrize("name", TRAIN_CONFIGS)
