@@ -127,6 +127,13 @@ class Pipeline:
                 and rep.get("identity") == fit_identity(self.ws, self.cfg)[0]
                 and all(self.artifacts_ok(rel) for rel, v in (rep.get("files") or {}).items() if isinstance(v, dict)))
 
+    def fit_kept(self) -> bool:
+        """The current difficulty-fit report kept at least one task."""
+        from rc1.training.fit import read_report
+
+        rep = read_report(self.ws)
+        return self.fit_current() and bool((rep or {}).get("kept"))
+
     def training_progress(self, seed_index: int = 0) -> tuple[int, int] | None:
         """(step, max_steps) of training run `seed_index`, from its newest metrics line."""
         from rc1.runtime.metrics import last_metrics
@@ -172,7 +179,12 @@ class Pipeline:
             Stage("judge: serve", ["judge", "serve", "--config", c], lambda: past()),
             Stage("scorer: live probe", ["reward", "probe", "--config", c],
                   lambda: past() or self.state_at_least("round1")),
-            *([Stage("data: difficulty fit", ["data", "fit", "--config", c], lambda: past() or self.fit_current())]
+            *([Stage("data: difficulty fit", ["data", "fit", "--config", c], lambda: past() or self.fit_current()),
+               # a fit that kept no level leaves nothing for the stages below (no fitted dev split, no training
+               # items): round 2's check refuses the run here, by name, instead of a later stage failing on a
+               # missing file
+               Stage("gate: round2 (difficulty fit)", ["data", "fit-verdict", "--config", c],
+                     lambda: past() or self.fit_kept())]
               if cfg.difficulty_fit.enable else []),
             # The base model answers the dev split once (eval.calibration_n answers): the difficulty gate checks
             # the buckets against these outcomes, and calibration fits on them.

@@ -263,6 +263,28 @@ def register(app: typer.Typer) -> None:
             typer.echo("no task has a level in the band: round 2 will refuse this run (widen difficulty_fit.band, "
                        "lower difficulty_fit.levels, or use a stronger base model)", err=True)
 
+    @data.command("fit-verdict")
+    def fit_verdict(
+        config: Annotated[str, typer.Option("--config", "-c", help="run config (its difficulty_fit section)")],
+    ) -> None:
+        """Round 2's difficulty-fit check on the fit just measured, before the stages that need its items: exit 3
+        (saved as round 2's report) when it refuses, e.g. no task has a level in the band; 0 when it passes."""
+        from rc1.cli.common import print_checks
+        from rc1.machine.service import judge_early
+        from rc1.runtime.errors import EXIT_GATE
+
+        ws = workspace()
+        result = judge_early(ws, "round2", "difficulty_fit", config)
+        print_checks([result])
+        if result.passed:
+            typer.echo("difficulty fit: round 2's check passes (the gate judges it again with the others)")
+            return
+        for c in result.failing:
+            typer.echo(f"REFUSED: gate round2 (judged at the fit): {c.name}: {c.measured} (threshold {c.threshold}) "
+                       f"{c.detail}".rstrip(), err=True)
+        typer.echo("saved: reports/gates/round2.json; a FAIL pack: rc1 failpack", err=True)
+        raise typer.Exit(EXIT_GATE)
+
     @data.command("shadow-set")
     def shadow_set(
         n: Annotated[Optional[int], typer.Option("--n", help="items (default 245; a mix of custom tasks only: all "

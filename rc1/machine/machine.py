@@ -22,6 +22,16 @@ from rc1.runtime.workspace import Workspace
 GateRunner = Callable[[str], list[GateResult]]
 
 
+def write_gate_report(ws: Workspace, gate: str, source: str, dest: str, profile: str | None, results: list,
+                      **extra) -> None:
+    """The latest result of `gate`, kept for status, the console and benchmarks (a report, not state: a refused
+    gate changes neither the machine, the tickets nor the audit log)."""
+    atomic_write_json(ws.path(f"{GATE_REPORTS}/{gate}.json"), {
+        "gate": gate, "time": store.now_iso(), "from": source, "to": dest,
+        "passed": all(r.passed for r in results) and bool(results),
+        "profile": profile, "results": [r.to_dict() for r in results], **extra})
+
+
 class GatedMachine:
     """`state` is the current state; call a trigger (e.g. `pass_round1()`) -> True if it moved."""
 
@@ -53,12 +63,8 @@ class GatedMachine:
         gate = self._gate_of[(event.transition.source, event.transition.dest)]
         self.last_gate = gate
         self.last_results = list(self.gate_runner(gate))
-        # The latest result of every gate is kept for status and the console (this is a report,
-        # not state: a refused gate changes neither the machine, the tickets nor the audit log).
-        atomic_write_json(self.ws.path(f"{GATE_REPORTS}/{gate}.json"), {
-            "gate": gate, "time": store.now_iso(), "from": event.transition.source, "to": event.transition.dest,
-            "passed": all(r.passed for r in self.last_results) and bool(self.last_results),
-            "profile": self.profile, "results": [r.to_dict() for r in self.last_results]})
+        write_gate_report(self.ws, gate, event.transition.source, event.transition.dest, self.profile,
+                          self.last_results)
         return bool(self.last_results) and all(r.passed for r in self.last_results)
 
     def _record_pass(self, event) -> None:

@@ -10,11 +10,11 @@ from rc1.config.load import config_hash, load_run_gates, load_train_config
 from rc1.config.gates import GatesConfig
 from rc1.config.schema import TrainConfig
 from rc1.gates.base import GateContext, GateResult
-from rc1.gates.registry import run_gate
+from rc1.gates.registry import GATES, run_area, run_gate
 from rc1.state import store
-from rc1.machine.machine import GatedMachine
+from rc1.machine.machine import GatedMachine, write_gate_report
 from rc1.runtime.layout import GATE_REPORTS
-from rc1.state.table import ALIASES, STATES, path_to
+from rc1.state.table import ALIASES, STATES, TRANSITIONS, path_to
 from rc1.runtime.errors import ConfigError
 from rc1.runtime.workspace import Workspace
 
@@ -99,6 +99,24 @@ def advance(ws: Workspace, target: str, config_path: str | None = None,
         if not moved:
             break
     return outcome
+
+
+def judge_early(ws: Workspace, gate: str, area: str, config_path: str | None = None,
+                progress: Callable[[str], None] | None = None) -> GateResult:
+    """One area of `gate`, judged before the machine reaches the gate, where the stages between cannot run
+    without what it checks (the difficulty fit kept no level: no fitted dev split for the base answers, no
+    training items). A refusal is written as `gate`'s latest report, as a refusal at the gate would be; a pass
+    writes nothing (the gate judges every area again when the machine gets there). The state, the tickets and
+    the audit log never change here."""
+    if area not in GATES.get(gate, ()):
+        raise ConfigError(f"gate {gate!r} has no area {area!r}; its areas: {', '.join(GATES.get(gate, ())) or '-'}")
+    loaded = load_for_gates(ws, config_path)
+    result = run_area(area, make_context(ws, loaded, gate, progress))
+    if not result.passed:
+        t = next(t for t in TRANSITIONS if t["gate"] == gate)
+        write_gate_report(ws, gate, current_state(ws), t["dest"], loaded.gates.profile, [result],
+                          judged_early=f"{area}, before the machine reached the gate")
+    return result
 
 
 def last_gate_reports(ws: Workspace) -> dict[str, dict]:

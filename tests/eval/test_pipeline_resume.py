@@ -22,7 +22,8 @@ def _stage(pipe, name):
 def test_stage_order_walks_the_gated_machine_through_the_rc1_gate(ws):
     names = [s.name for s in _pipeline(ws).stages()]
     # local.yaml fits the work to the model before round 1 and trains one seed
-    order = ["data: make-min", "scorer: live probe", "data: difficulty fit", "reward: base answers (dev split)",
+    order = ["data: make-min", "scorer: live probe", "data: difficulty fit", "gate: round2 (difficulty fit)",
+             "reward: base answers (dev split)",
              "gate: round1", "reward: calibrate", "reward: shadow run", "learning signal", "gate: round2", "train",
              "drift", "gate: training done", "eval", "report", "gate: RC1"]
     assert [n for n in names if n in order] == order

@@ -149,6 +149,22 @@ def gate(ws, cfg, config):
                                 config_path=str(config)))
 
 
+def fit_verdict(root, config):
+    from typer.testing import CliRunner
+
+    from rc1.cli.main import app
+
+    return CliRunner().invoke(app, ["--workdir", str(root), "data", "fit-verdict", "--config", str(config)])
+
+
+def pipeline_stage(ws, config, name):
+    from rc1.config.load import load_train_config
+    from rc1.pipeline import Pipeline
+
+    pipe = Pipeline(ws, str(config), load_train_config(str(config), ws), echo=lambda _: None)
+    return next(s for s in pipe.stages() if s.name == name)
+
+
 def test_fit_writes_disjoint_item_files_and_the_gate_checks_them(tmp_path, tiny_dir, monkeypatch):
     import rc1.eval.metrics as metrics
 
@@ -175,6 +191,11 @@ def test_fit_writes_disjoint_item_files_and_the_gate_checks_them(tmp_path, tiny_
     assert res.passed, [c.detail for c in res.checks if not c.passed]
     leak = next(c for c in res.checks if c.name == "held-out and dev items sharing a fact with training")
     assert leak.passed and leak.measured == 0
+    # the pipeline's check right after the fit passes it on, and records nothing (round 2 judges it again)
+    out = fit_verdict(tmp_path, config)
+    assert out.exit_code == 0, out.output
+    assert "round 2's check passes" in out.output and not ws.path("reports/gates/round2.json").exists()
+    assert pipeline_stage(ws, config, "gate: round2 (difficulty fit)").done()  # skipped: the fit kept a task
 
     # another band: the report is for other settings
     other = yaml.safe_load((tmp_path / config).read_text())
@@ -204,6 +225,20 @@ def test_no_level_in_the_band_refuses_round2_with_the_table_and_the_fix(tmp_path
     last = res.checks[-1]
     assert not res.passed and last.name == "tasks with a level in the band" and "difficulty_fit.band" in last.detail
     assert any("gsm8k" in n and "band" not in n for n in res.notes)
+    # `rc1 pipeline` stops right after the fit with round 2's refusal by name (measured at full length: without
+    # this stage the next one failed on the missing fitted dev split, exit 2, and no gate named the cause)
+    stage = pipeline_stage(ws, config, "gate: round2 (difficulty fit)")
+    assert not stage.done() and stage.argv == ["data", "fit-verdict", "--config", str(config)]
+    out = fit_verdict(tmp_path, config)
+    assert out.exit_code == 3, out.output
+    assert "REFUSED: gate round2 (judged at the fit): tasks with a level in the band: 0" in out.output
+    saved = json.loads(ws.path("reports/gates/round2.json").read_text())
+    assert saved["gate"] == "round2" and not saved["passed"] and saved["from"] == "idle"
+    assert [c["name"] for r in saved["results"] for c in r["checks"] if c["status"] == "fail"] == [
+        "tasks with a level in the band"]
+    from rc1.state import store
+
+    assert store.load_record(ws).state == "idle" and not ws.path("reports/preflight/round2_pass.json").exists()
 
 
 def test_a_custom_task_is_fitted_per_item_and_its_items_carry_their_measured_difficulty(tmp_path, tiny_dir,
