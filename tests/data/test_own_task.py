@@ -345,7 +345,7 @@ def test_the_documented_steps_run_as_written_in_a_fresh_workspace_and_reach_trai
             assert out.reached
             ran.append(command)
             continue
-        if command.startswith("rc1 data fit"):
+        if command.startswith("rc1 data fit "):  # (not fit-verdict: that one runs as written)
             from rc1.config.load import load_train_config
             from rc1.training.fit import measure
 
@@ -388,7 +388,7 @@ def test_the_documented_steps_run_as_written_in_a_fresh_workspace_and_reach_trai
         proc = subprocess.run(_argv(command), cwd=ws.root, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, (command, proc.stdout[-3000:], proc.stderr[-3000:])
         ran.append(command)
-    assert ran[-1] == "rc1 train --config configs/arith.yaml" and len(ran) == 12
+    assert ran[-1] == "rc1 train --config configs/arith.yaml" and len(ran) == 13
     assert current_state(ws) == "training"
     # the run trains on the task's own items, chosen on its own dev split, judged on its own held-out set
     shadow = {json.loads(x)["id"] for x in ws.path("data/arith_shadow.jsonl").read_text().splitlines()}

@@ -54,19 +54,22 @@ class FaultServer:
                 if action is None:
                     reply = server.responder(body) if server.responder else server.default_text
                     action = ("ok", *reply) if isinstance(reply, tuple) else ("ok", reply)
+                # in flight: from arrival until the answer is about to be written (once written, the client may
+                # send its next request before this thread gets the lock back: counting past the write raced)
                 with server._lock:
                     server.inflight += 1
                     server.max_inflight = max(server.max_inflight, server.inflight)
                 try:
-                    self._act(action)
+                    if action[0] == "ok":
+                        time.sleep(server.delay)
                 finally:
                     with server._lock:
                         server.inflight -= 1
+                self._act(action)
 
             def _act(self, action):
                 kind = action[0]
                 if kind == "ok":
-                    time.sleep(server.delay)
                     self._send(200, _completion(*action[1:], usage=server.usage))
                 elif kind == "429":
                     self._send(429, {"error": {"message": "slow down", "type": "rate_limit"}},
