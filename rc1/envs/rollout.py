@@ -129,34 +129,28 @@ def stops_here(rule: StopRule, generated: list[int], stop_at_action: bool, limit
     return (True, True) if len(generated) >= limit else (False, False)
 
 
-def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, max_new_tokens: Sequence[int],
-                 greedy: bool, temperature: float, top_p: float, generator, stop_at_action: bool | Sequence[bool],
-                 ) -> tuple[list[list[int]], list[list[float]], list[bool]]:
-    """Generate for left-padded `prompts`; returns (ids, their log-probabilities, hit_limit) per row.
-    `stop_at_action`: for all rows, or one flag per row."""
+def prefill(model, prompts: Sequence[Sequence[int]], pad_id: int):
+    """Read `prompts` into a fresh KV cache; (cache, attention mask, position ids, last position's logits), one
+    row per prompt, left-padded. Identical prompts (a GRPO group's copies) are prefilled once and their cache
+    rows repeated; the prefix every distinct prompt shares is prefilled once (one row), its rows repeated for
+    each, and each prompt's rest is left-padded after it (the pads masked out, positions counting real tokens)."""
     import torch
     from transformers import DynamicCache
 
     from rc1.runtime.device import to_device
 
     device = next(model.parameters()).device
-    n = len(prompts)
-    stops = [stop_at_action] * n if isinstance(stop_at_action, bool) else [bool(x) for x in stop_at_action]
-    # Identical prompts (a GRPO group's copies) are prefilled once; their cache rows are then repeated.
     unique: dict[tuple[int, ...], int] = {}
     source = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
     cache = DynamicCache(config=model.config)
-    # The prefix every distinct prompt shares is prefilled once (one row), its cache rows repeated for each.
     shared = prefix_to_share(list(unique))
     if shared:
         prefix = to_device(torch.tensor([next(iter(unique))[:shared]], dtype=torch.long), device)
         model(input_ids=prefix, use_cache=True, logits_to_keep=to_device(torch.tensor([shared - 1]), device),
               **with_cache(cache))
         _select_rows(cache, to_device(torch.zeros(len(unique), dtype=torch.long), device))
-    # Each prompt's rest, left-padded to the longest rest: the pads sit between the shared prefix and the rest,
-    # masked out, and the positions count only real tokens.
     width = max(len(p) for p in unique) - shared
-    ids = torch.full((len(unique), width), fmt.pad_id, dtype=torch.long)
+    ids = torch.full((len(unique), width), pad_id, dtype=torch.long)
     attn = torch.zeros((len(unique), shared + width), dtype=torch.long)
     attn[:, :shared] = 1
     for i, p in enumerate(unique):
@@ -171,10 +165,26 @@ def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, ma
     out = model(input_ids=ids, attention_mask=attn, position_ids=pos[:, shared:], use_cache=True,
                 logits_to_keep=last, **with_cache(cache))
     logits = out.logits[:, -1, :]
-    if len(unique) < n:
+    if len(unique) < len(prompts):
         idx = to_device(torch.tensor(source, dtype=torch.long), device)
         _select_rows(cache, idx)
         logits, attn, pos = logits[idx], attn[idx], pos[idx]
+    return cache, attn, pos, logits
+
+
+def decode_batch(model, fmt: ChatFormat, prompts: Sequence[Sequence[int]], *, max_new_tokens: Sequence[int],
+                 greedy: bool, temperature: float, top_p: float, generator, stop_at_action: bool | Sequence[bool],
+                 ) -> tuple[list[list[int]], list[list[float]], list[bool]]:
+    """Generate for left-padded `prompts`; returns (ids, their log-probabilities, hit_limit) per row.
+    `stop_at_action`: for all rows, or one flag per row."""
+    import torch
+
+    from rc1.runtime.device import to_device
+
+    device = next(model.parameters()).device
+    n = len(prompts)
+    stops = [stop_at_action] * n if isinstance(stop_at_action, bool) else [bool(x) for x in stop_at_action]
+    cache, attn, pos, logits = prefill(model, prompts, fmt.pad_id)
     generated: list[list[int]] = [[] for _ in range(n)]
     logprobs: list[list[float]] = [[] for _ in range(n)]
     hit_limit = [False] * n

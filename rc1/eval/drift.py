@@ -6,7 +6,8 @@ measures each seed run's `latest` checkpoint:
   1. prompts: N fixed prompts (gates.training_done.drift_prompts), a seeded draw from the dev split and the
      held-out set (the fitted held-out set with a difficulty fit, else the shadow set); labels unused;
   2. K answers per prompt (drift_samples) sampled from the TRAINED policy at the training temperature and
-     top-p, first model turn only, on the torch decoder (the tokens are the policy's own);
+     top-p, first model turn only, on the configured backend (rc1.generation: llama.cpp serving the
+     checkpoint's weights once it agreed with torch on them, else torch; the eval reuses that GGUF);
   3. at every generated position, the exact KL(pi || ref) over the whole vocabulary between the two models'
      sampling distributions (softmax(logits / temperature); full support, so the KL is finite even where a
      top-p nucleus would cut one side), in fp32;
@@ -110,70 +111,77 @@ def bootstrap_ci(per_prompt_kl, per_prompt_tokens, per_prompt_seq, confidence: f
     return out
 
 
-def exact_kl(policy, ref, samples: list, *, temperature: float, device, batch_size: int = 16,
+def exact_kl(policy, ref, samples: list, *, temperature: float, device, batch_size: int = 32,
              ref_ctx: Callable | None = None) -> list[list[float]]:
     """Per generated token, KL(pi || ref) over the vocabulary between softmax(logits / temperature) of the two
     models, for each sample (input_ids, action_mask). `ref_ctx`: a context manager factory under which `ref`
     is the reference (a peft model with its adapter disabled); `ref` may then be `policy` itself.
 
-    Samples that share a prompt (the ids before the first generated token) share one prefill: each model reads
-    the prompt once, and its answers continue from that KV cache together (a prompt is ~10x its answer, so this
-    is most of the work). The vocabulary projection runs only at the generated positions, in fp32."""
+    A sample's prompt is its ids before the first generated token (the last prompt token's hidden state
+    predicts that token, so it is read with the answer). Whole prompts' answers go together, up to
+    `batch_size` answers a batch (prompts ordered by their longest answer: less padding): each model reads the
+    batch's distinct prompts in one prefill (rc1.envs.rollout.prefill: a prompt read once for its K answers,
+    the prefix all prompts share read once), then every answer of the batch, right-padded, in one forward
+    from that cache. The vocabulary projection runs only at the generated positions, in fp32."""
     import contextlib
 
     import torch
 
+    from rc1.envs.rollout import prefill
     from rc1.envs.sampling import sampling_logits
     from rc1.models.loader import causal_lm
-    from rc1.runtime.hf_compat import cache_of, with_cache
+    from rc1.runtime.hf_compat import with_cache
 
     policy.eval()
     ref.eval()
     groups: dict[tuple, list[int]] = {}
     for i, (ids, mask) in enumerate(samples):
         first = next((t for t, m in enumerate(mask) if m), len(ids))
-        groups.setdefault(tuple(ids[:max(first - 1, 0)]), []).append(i)
+        if first < 2:
+            raise ValueError(f"sample {i}: no prompt token before the one that predicts its first generated token")
+        groups.setdefault(tuple(ids[:first - 1]), []).append(i)
+    order = sorted(groups, key=lambda pr: max(len(samples[r][0]) for r in groups[pr]) - len(pr))
+    batches: list[list[tuple[tuple, int]]] = [[]]
+    for pr in order:
+        if batches[-1] and len(batches[-1]) + len(groups[pr]) > batch_size:
+            batches.append([])
+        batches[-1] += [(pr, r) for r in groups[pr]]
 
-    def logprobs(model, ctx, prefix, cont, att, sel):
+    def logprobs(model, ctx, prompts, cont, att, sel):
         lm = causal_lm(model)
         with ctx, torch.no_grad():
-            decoder, past = lm.get_decoder(), None
-            if prefix:
-                past = cache_of(decoder(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True))
-                past.batch_repeat_interleave(cont.shape[0])
-                att = torch.cat([torch.ones((cont.shape[0], len(prefix)), dtype=att.dtype, device=device), att], 1)
-            h = decoder(input_ids=cont, attention_mask=att, use_cache=past is not None,
-                        **(with_cache(past) if past is not None else {}))
-            h = h.last_hidden_state[sel]
+            cache, p_att, p_pos, _ = prefill(lm, prompts, pad_id=0)
+            pos = p_pos[:, -1:] + 1 + torch.arange(cont.shape[1], device=device)
+            h = lm.get_decoder()(input_ids=cont, attention_mask=torch.cat([p_att, att], 1), position_ids=pos,
+                                 use_cache=True, **with_cache(cache)).last_hidden_state[sel]
             head = lm.get_output_embeddings()
             logits = torch.nn.functional.linear(h.float(), head.weight.float(),
                                                 None if head.bias is None else head.bias.float())
         return torch.log_softmax(sampling_logits(logits, temperature), dim=-1)
 
     out: dict[int, list[float]] = {}
-    for prefix, members in groups.items():
-        p = len(prefix)
-        for start in range(0, len(members), batch_size):
-            rows = members[start:start + batch_size]
-            width = max(len(samples[r][0]) for r in rows) - p
-            cont = torch.zeros((len(rows), width), dtype=torch.long)
-            att = torch.zeros((len(rows), width), dtype=torch.long)
-            sel = torch.zeros((len(rows), width), dtype=torch.bool)
-            for k, r in enumerate(rows):
-                ids, mask = samples[r]
-                cont[k, :len(ids) - p] = torch.tensor(ids[p:])
-                att[k, :len(ids) - p] = 1
-                # the hidden state at position t predicts token t + 1
-                nxt = torch.tensor(mask[p + 1:len(ids)], dtype=torch.bool)
-                sel[k, :len(nxt)] = nxt
-            cont, att, sel = cont.to(device), att.to(device), sel.to(device)
-            lp = logprobs(policy, contextlib.nullcontext(), prefix, cont, att, sel)
-            lq = logprobs(ref, ref_ctx() if ref_ctx is not None else contextlib.nullcontext(), prefix, cont, att, sel)
-            per_tok = (lp.exp() * (lp - lq)).sum(-1).clamp(min=0.0).cpu().tolist()
-            i = 0
-            for r, c in zip(rows, sel.sum(-1).cpu().tolist()):
-                out[r] = per_tok[i:i + c]
-                i += c
+    for batch in batches:
+        prompts = [pr for pr, _ in batch]
+        width = max(len(samples[r][0]) - len(pr) for pr, r in batch)
+        cont = torch.zeros((len(batch), width), dtype=torch.long)
+        att = torch.zeros((len(batch), width), dtype=torch.long)
+        sel = torch.zeros((len(batch), width), dtype=torch.bool)
+        for k, (pr, r) in enumerate(batch):
+            ids, mask = samples[r]
+            p = len(pr)
+            cont[k, :len(ids) - p] = torch.tensor(ids[p:])
+            att[k, :len(ids) - p] = 1
+            # the hidden state at position t predicts token t + 1
+            nxt = torch.tensor(mask[p + 1:len(ids)], dtype=torch.bool)
+            sel[k, :len(nxt)] = nxt
+        cont, att, sel = cont.to(device), att.to(device), sel.to(device)
+        lp = logprobs(policy, contextlib.nullcontext(), prompts, cont, att, sel)
+        lq = logprobs(ref, ref_ctx() if ref_ctx is not None else contextlib.nullcontext(), prompts, cont, att, sel)
+        per_tok = (lp.exp() * (lp - lq)).sum(-1).clamp(min=0.0).cpu().tolist()
+        i = 0
+        for (_, r), c in zip(batch, sel.sum(-1).cpu().tolist()):
+            out[r] = per_tok[i:i + c]
+            i += c
     return [out[i] for i in range(len(samples))]
 
 
@@ -182,9 +190,9 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
     """Measure seed run `seed_index`'s latest checkpoint (see the module docstring); (report path, report)."""
     import torch
 
+    from rc1.eval.harness import checkpoint_ref
     from rc1.eval.loading import load_base, load_checkpoint_model, resolve_checkpoint, torch_setup
-    from rc1.generation import SamplingParams
-    from rc1.generation.torch_backend import TorchSampler
+    from rc1.generation import sample_episodes
     from rc1.models.loader import is_peft
     from rc1.runtime.checkpoint import MANIFEST_FILE, META_STEP, read_meta
 
@@ -194,7 +202,7 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
     device, _ = torch_setup(cfg)
     dtype = torch.float32  # exact KL in fp32 whatever the training precision
     t0 = time.perf_counter()
-    policy, tok = load_checkpoint_model(cfg, ckpt, device, dtype)
+    policy, _ = load_checkpoint_model(cfg, ckpt, device, dtype)
     ref_ctx = None
     if is_peft(policy):
         ref, ref_ctx = policy, policy.disable_adapter  # a LoRA/QLoRA run: the base is the model without its adapter
@@ -204,15 +212,13 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
     temperature, top_p = cfg.model.temperature, cfg.model.top_p
     if temperature <= 0:
         raise ConfigError("model.temperature 0: the drift bound samples at the training temperature, which must be > 0")
-    params = SamplingParams.from_config(cfg, greedy=False, max_turns=1, seed=run.seed, batch_size=32)
-    sampler = TorchSampler(policy, tok)
-    t1 = time.perf_counter()
-    episodes = []
-    for start in range(0, len(prompts), 8):
-        episodes += sampler.episodes(prompts[start:start + 8], num_generations=samples, params=params)
-        if progress:
-            progress(f"sampled {len(episodes)}/{len(prompts) * samples} answers ({time.perf_counter() - t1:.0f} s)")
-    sample_s = time.perf_counter() - t1
+    # the answers come from the configured backend (llama.cpp serves the checkpoint's weights after its check
+    # against torch, else torch); the KL below is computed by torch on those tokens
+    gen = sample_episodes(cfg, checkpoint_ref(cfg, ckpt)[0], prompts, greedy=False, n_per_item=samples,
+                          seed=run.seed, max_turns=1, batch_size=32, device=device, dtype=dtype)
+    episodes, sample_s = gen.episodes, gen.seconds
+    if progress:
+        progress(f"sampled {len(episodes)} answers with {gen.backend} ({sample_s:.0f} s)")
     pairs = []
     for ep in episodes:
         first = ep.training_samples()[0]
@@ -246,7 +252,7 @@ def measure_drift(ws: Workspace, cfg: "TrainConfig", seed_index: int, *, n_promp
         "per_token_quantiles": {q: flat[min(len(flat) - 1, int(q_ * len(flat)))]
                                 for q, q_ in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
         "bound": bound, "seconds": {"load": round(load_s, 2), "sample": round(sample_s, 2), "kl": round(kl_s, 2)},
-        "backend": "torch",
+        "backend": gen.backend, "generation": gen.describe(),
     }
     path = ws.path(drift_report_path(seed_index))
     path.parent.mkdir(parents=True, exist_ok=True)

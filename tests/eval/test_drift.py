@@ -36,8 +36,9 @@ def test_the_per_token_kl_is_tokens_weighted_and_its_ci_is_over_prompts():
 
 def test_exact_kl_is_the_categorical_kl_of_the_tempered_distributions(tiny_ws):
     """Checked against torch.distributions' KL of the two models' softmax(logits / T) at each generated
-    position, each sequence read whole; answers that share a prompt (one prefill, their KV cache repeated) and
-    answers of different lengths included; 0 for a model against itself."""
+    position, each sequence read whole; answers that share a prompt (one prefill, their KV cache repeated),
+    prompts of different lengths in one batch (left-padded) and answers of different lengths included; the
+    same in batches of one prompt; 0 for a model against itself."""
     import torch
 
     from rc1.config.load import load_train_config
@@ -63,6 +64,10 @@ def test_exact_kl_is_the_categorical_kl_of_the_tempered_distributions(tiny_ws):
         keep = torch.tensor(mask[1:], dtype=torch.bool)
         assert row == pytest.approx(want[keep].tolist(), rel=1e-4, abs=1e-6)
         assert min(row) > 0
+    with pytest.raises(ValueError, match="sample 0: no prompt token"):
+        exact_kl(policy, ref, [([5, 40], [0, 1])], temperature=0.7, device=cpu)
+    small = exact_kl(policy, ref, samples, temperature=0.7, device=cpu, batch_size=1)
+    assert [r == pytest.approx(g, rel=1e-4, abs=1e-6) for r, g in zip(small, got)] == [True] * 4
     assert exact_kl(ref, ref, samples, temperature=0.7, device=cpu) == [[0.0] * 3, [0.0] * 2, [0.0] * 2, [0.0] * 3]
 
 
