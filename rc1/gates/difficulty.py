@@ -3,7 +3,11 @@ bounds and clue-overlap medians and bounds (SPEC §3, the seeds' difficulty tabl
 buckets track difficulty at all: on the dev split (`data.eval_path`) the base model's answers
 (`rc1 reward base-answers`, data/responses_dev_base.jsonl) must succeed measurably more often on easy
 items than on hard ones (rc1.data.difficulty.outcome_gap: the task-stratified gap's CI lower bound
-> `difficulty.outcome_gap_min_pp`); too few successes to tell is `not measurable`.
+> `difficulty.outcome_gap_min_pp`); too few successes to tell is `not measurable`. With the difficulty fit on,
+the dev split holds the fitted levels; where they leave no task with both easy and hard items (the fit keeps a
+band of levels, so by construction on a small model) the check is `not applicable`: training then draws no
+item by the pool's buckets (the curriculum walks the fitted levels), and the fit measured its levels on the base
+model itself.
 
 Inputs: the raw pool, its metrics file and the balanced pool (`seed_pool`). The chain is verified
 by sha256: the metrics must come from the current pool and the balanced pool from the current
@@ -18,6 +22,7 @@ import json
 from rc1.gates.base import Check, GateContext, GateResult
 from rc1.gates.pool import MAKERS, data_paths, missing_check, reused_report
 from rc1.runtime.fingerprint import Evidence, sha256_file
+from rc1.runtime.layout import DIFFICULTY_FIT_REPORT as FIT_REPORT
 from rc1.runtime.layout import DIFFICULTY_REPORT as REPORT
 
 
@@ -113,6 +118,13 @@ def outcome_check(ctx: GateContext, result: GateResult) -> Check:
                       for t, row in gap["by_task"].items() if any(r["answers"] for r in row.values()))
     result.notes.append(f"base-model outcomes on the dev split ({rel}, {meta.get('generations')} answers per item): {rates}")
     detail = f"{gap['why']}; successes/answers {rates}"
+    if not gap["tasks_compared"] and ctx.config.difficulty_fit.enable:
+        # the fitted dev split holds the levels the fit kept, not a draw from the pool's buckets
+        return Check.not_applicable(name, "difficulty_fit is on: the dev split holds the fitted levels, of one bucket "
+                                          "per task here, so it cannot compare the pool's easy and hard items; training "
+                                          "draws no item by those buckets (the curriculum walks the fitted levels), and "
+                                          "the fit measured each level's base-model pass rate itself "
+                                          f"({FIT_REPORT}); successes/answers {rates}")
     if not gap["measurable"]:
         return Check.not_measurable(name, threshold, detail, measured=gap["gap_pp"])
     lo = gap["ci_pp"][0]

@@ -291,3 +291,36 @@ def test_outcomes_too_few_to_show_a_gap_are_not_measurable_not_failed():
     g = outcome_gap(items, outcomes, min_successes=5)
     assert g["successes_easy_hard"] >= 5 and not g["measurable"] and g["best_case_ci_lo_pp"] <= 0
     assert "too few to tell" in g["why"]
+
+
+def test_a_fitted_dev_split_of_one_bucket_is_not_applicable_not_a_warning(diff_ws):
+    """With the difficulty fit on, a dev split holding no task with both easy and hard items (the fit kept a band
+    of levels) cannot judge the pool's buckets: not applicable, with the reason, so production does not block on
+    it. Without the fit the same answers stay `not measurable` (production blocks), and with the fit on a dev
+    split that spans both buckets is still judged."""
+    from rc1.config.gates import GatesConfig
+    from rc1.config.schema import TrainConfig
+    from rc1.data import difficulty as D
+    from rc1.data.io import read_jsonl
+    from rc1.data.tokens import get_counter
+    from rc1.gates.base import GateContext, GateResult
+    from rc1.gates.difficulty import outcome_check
+    from tests.helpers.dev_answers import write_dev_answers
+
+    cfg = TrainConfig()
+    fitted = cfg.model_copy(deep=True)
+    fitted.difficulty_fit.enable = True
+    dev = diff_ws.path(cfg.data.eval_path)
+    items = read_jsonl(dev)
+    buckets = {it["id"]: it["bucket"] for it in D.compute_metrics(items, get_counter(None))[0]}
+    write_dev_answers(diff_ws, cfg, harder_is_harder)
+    judged = outcome_check(GateContext(diff_ws, GatesConfig(), "round1", config=fitted), GateResult("difficulty"))
+    assert judged.status == "pass", judged.to_dict()  # both buckets present: judged as without the fit
+
+    dev.write_text("".join(json.dumps(it) + "\n" for it in items if buckets[it["id"]] != "hard"))
+    write_dev_answers(diff_ws, cfg, harder_is_harder)
+    plain = outcome_check(GateContext(diff_ws, GatesConfig(), "round1", config=cfg), GateResult("difficulty"))
+    assert plain.status == "not measurable" and "at least 2 easy and 2 hard" in plain.detail
+    check = outcome_check(GateContext(diff_ws, GatesConfig(), "round1", config=fitted), GateResult("difficulty"))
+    assert check.status == "not applicable" and check.passed
+    assert "difficulty_fit is on" in check.detail and "reports/difficulty_fit.json" in check.detail
