@@ -19,7 +19,8 @@ def register(app: typer.Typer) -> None:
         port: Annotated[Optional[int], typer.Option(help="port on 127.0.0.1 (default: a free one)")] = None,
         model_alias: Annotated[str, typer.Option(help="model name the server answers to")] = "smollm2-135m-instruct",
         n_ctx: Annotated[int, typer.Option(help="context length")] = 2048,
-        threads: Annotated[Optional[int], typer.Option(help="CPU threads for llama.cpp")] = None,
+        threads: Annotated[Optional[int], typer.Option(help="CPU threads for llama.cpp (default: the config's "
+                                                            "run.threads, else llama.cpp's: half the cores)")] = None,
         startup_timeout: Annotated[float, typer.Option(help="seconds to wait for GET /v1/models")] = 180.0,
         config: Annotated[Optional[str], typer.Option("--config", "-c", help="run config (scorer.judge_gguf)")] = None,
     ) -> None:
@@ -27,10 +28,13 @@ def register(app: typer.Typer) -> None:
         from rc1.judge.server import start_judge
 
         ws = workspace()
-        if gguf is None and config is not None:
+        if config is not None:
             from rc1.config.load import load_train_config
 
-            gguf = load_train_config(config, ws).scorer.judge_gguf
+            cfg = load_train_config(config, ws)
+            gguf = gguf if gguf is not None else cfg.scorer.judge_gguf
+            # the run's thread count: llama_cpp.server would otherwise decode on half the cores (one, on 2)
+            threads = threads if threads is not None else cfg.run.threads
         info = start_judge(ws, gguf, port=port, model_alias=model_alias, n_ctx=n_ctx, n_threads=threads,
                            startup_timeout=startup_timeout)
         typer.echo(f"judge running: pid {info['pid']} at {info['base_url']} model {info['model']} "

@@ -21,11 +21,13 @@ def test_serve_probe_discriminates_cache_refuse_stop(tmp_path):
     ws = Workspace(tmp_path)
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "run.yaml").write_text(yaml.safe_dump(
-        {"scorer": {"provider": "local", "samples": 3, "max_tokens": 2, "concurrency": 2, "timeout_s": 120}}))
+        {"scorer": {"provider": "local", "samples": 3, "max_tokens": 2, "concurrency": 2, "timeout_s": 120},
+         "run": {"threads": 1}}))
     assert default_gguf().name.endswith(".gguf")
-    # one thread for generation and prompts alike, as the suite runs torch (tests/conftest.py): on a busy 2-core
-    # machine the server's default two prompt threads made the probe a quarter slower
-    r = rc1(ws, "judge", "serve", "--n-ctx", "1024", "--threads", "1")
+    # the config's run.threads for generation and prompts alike (here one, as the suite runs torch:
+    # tests/conftest.py; on a busy 2-core machine the server's default two prompt threads made the probe a
+    # quarter slower)
+    r = rc1(ws, "judge", "serve", "--n-ctx", "1024", "--config", "configs/run.yaml")
     assert r.exit_code == 0, r.output
     info = running_judge(ws)
     try:
