@@ -23,6 +23,30 @@ def _fmt_delta(d: dict | None) -> str:
     return f"{fmt_pp(d['delta_pp'])}, 95% CI {fmt_pp_ci(d['ci95_pp'])}"
 
 
+def _items_eval(ws, cfg, items: str, **kw) -> None:
+    from rc1.eval.harness import run_items_eval
+
+    path, rep = run_items_eval(ws, cfg, items, progress=lambda m: typer.echo(f"  {m}"), **kw)
+    st = rep["set"]
+    typer.echo(f"{st['path']} (n={st['n']}, sha256 {st['sha256'][:12]}); not judged by any gate:")
+    typer.echo(f"  base     success {_fmt_rate(rep['base']['success'])}")
+    maj = rep["majority"]
+    where = {"training": "the training split's commonest", "evaluated items": "on these items' own labels"}
+    typer.echo(f"  majority-class baseline {_fmt_rate(maj['overall'])} ("
+               + ", ".join(f"{t} '{m['answer']}': {m['answer_set']} answers, {where[m['source']]}"
+                           for t, m in maj["by_task"].items()) + ")")
+    for run in rep["runs"]:
+        seed = f" seed {run['seed_index']}" if len(rep["runs"]) > 1 else ""
+        typer.echo(f"  trained{seed} success {_fmt_rate(run['trained']['success'])}  ({run['checkpoint']['path']})")
+        typer.echo(f"    delta vs base      {_fmt_delta(run['delta']['success'])}")
+        typer.echo(f"    delta vs majority  {_fmt_delta(run['vs_majority']['success'])}")
+    pooled = rep["pooled"]
+    if pooled and len(rep["runs"]) > 1:
+        p = pooled["success"]
+        typer.echo(f"  pooled over {len(rep['runs'])} seeds: {fmt_pp(p['delta_pp'])}, 95% CI {fmt_pp_ci(p['ci95_pp'])}")
+    typer.echo(f"wrote {ws.rel(path)}")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("eval")
     def eval_cmd(
@@ -35,16 +59,27 @@ def register(app: typer.Typer) -> None:
         batch_size: Annotated[int, typer.Option(min=1, help="episodes generated together")] = 32,
         shadow_only: Annotated[bool, typer.Option("--shadow-only", help="the held-out set only: skip the dev split "
                                                                          "(then best/ is not updated)")] = False,
+        items: Annotated[Optional[str], typer.Option("--items", help="only this item file (JSONL: id, task, messages, "
+                                                                     "answer), e.g. your own test set → "
+                                                                     "reports/eval_items/; no gate reads it")] = None,
     ) -> None:
         """Greedy episodes of the base model and the trained run(s) on the held-out set and the dev split →
-        reports/eval_<ts>.json; best/ is chosen on the dev split."""
+        reports/eval_<ts>.json; best/ is chosen on the dev split. With --items FILE: on that file only, reported
+        beside the base model and the majority-class answer, never judged by a gate."""
         from rc1.config.load import load_train_config
         from rc1.eval.harness import HELDOUT, run_eval, run_view
+        from rc1.runtime.errors import ConfigError
         from rc1.runtime.logs import setup_logging
 
         ws = workspace().ensure()
         cfg = load_train_config(config, ws)
         setup_logging(ws, console=False)
+        if items is not None:
+            if n is not None or shadow_only:
+                raise ConfigError("--items evaluates that file whole: --n and --shadow-only apply to the held-out set")
+            _items_eval(ws, cfg, items, checkpoint=checkpoint, base_only=base_only, seed_index=seed_index,
+                        batch_size=batch_size)
+            return
         path, rep = run_eval(ws, cfg, checkpoint=checkpoint, base_only=base_only, n=n, batch_size=batch_size,
                              config_path=config, shadow_only=shadow_only, seed_index=seed_index,
                              progress=lambda m: typer.echo(f"  {m}"))

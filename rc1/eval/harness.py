@@ -38,7 +38,7 @@ from rc1.eval.loading import dtype_info, load_checkpoint_model, resolve_checkpoi
 from rc1.eval.metrics import (EpisodeRecord, compare, flat_split, majority_baseline, mde_table, metric_value,
                               pooled_compare, spread, summarize, versus_baseline)
 from rc1.eval.runs import RunEnd, read_end, run_of_checkpoint, seed_runs
-from rc1.eval.splits import DEV, FITTED, HELDOUT, ItemSet, dev_set, fitted_set, heldout_set
+from rc1.eval.splits import DEV, FITTED, HELDOUT, ITEMS, ItemSet, dev_set, fitted_set, heldout_set, named_set
 from rc1.runtime.atomic import atomic_write_json
 from rc1.runtime import layout
 from rc1.runtime.errors import ConfigError
@@ -53,6 +53,8 @@ log = logging.getLogger("rc1.eval")
 REPORT_KIND = "eval"
 REPORT_VERSION = 3  # 3: pooled (over seeds), sets[*].measures, the majority baseline chosen on training items
 CACHE_DIR = "reports/eval_cache"
+ITEMS_KIND = "eval_items"          # `rc1 eval --items FILE`: a user's own item file, reported only
+ITEMS_DIR = "reports/eval_items"
 DEFAULT_BATCH = 32
 Progress = Callable[[str], None]
 
@@ -422,6 +424,50 @@ def run_eval(ws: Workspace, cfg: "TrainConfig", *, checkpoint: str | None = "lat
     held = [r["results"][FITTED if FITTED in sets else HELDOUT]["trained"]["success"]["rate"] for r in runs]
     register_artifact(ws, out, REPORT_KIND, checkpoints=[r["checkpoint"]["path"] for r in runs],
                       heldout_success=held or None)
+    return out, report
+
+
+def run_items_eval(ws: Workspace, cfg: "TrainConfig", items_path: str, *, checkpoint: str | None = "latest",
+                   base_only: bool = False, seed_index: int | None = None, batch_size: int = DEFAULT_BATCH,
+                   progress: Progress | None = None) -> tuple[Path, dict]:
+    """The base model and the trained run(s) on one item file the user names (their own test set, items rc1 never
+    generated): greedy episodes, verified success, each run's paired delta and the majority-class baseline with
+    their CIs, pooled over seeds. Writes reports/eval_items/<file stem>_<ts>.json, which no gate reads; best/ is
+    untouched. Returns (path, report)."""
+    item_set = named_set(ws, items_path)
+    sets = {ITEMS: item_set}
+    targets = [] if base_only else eval_targets(ws, cfg, checkpoint, seed_index)
+    device, dtype = torch_setup(cfg)
+    gen = generation_settings(cfg, batch_size, dtype)
+    base, base_thr = base_records(ws, cfg, sets, gen, device, dtype, progress)
+    train_rel, train = training_items(ws, cfg)
+    majority = majority_baseline(item_set.items, train, train_source=train_rel)
+    runs, trained_runs = [], []
+    for target in targets:
+        ref, loaded = checkpoint_ref(cfg, target.checkpoint)
+        label = f"checkpoint {target.checkpoint.name}"
+        trained, thr = _run_sets(cfg, ref, sets, gen, device, dtype, progress, label)
+        recs = trained[ITEMS]
+        trained_runs.append(recs)
+        runs.append({"seed_index": target.run.index if target.run is not None else None,
+                     "seed": target.run.seed if target.run is not None else None,
+                     "checkpoint": {**_checkpoint_info(ws, target.checkpoint), **loaded},
+                     "trained": summarize(recs), "delta": compare(base[ITEMS], recs),
+                     "vs_majority": versus_baseline(recs, majority["items"]), "throughput": thr,
+                     "records": [r.to_dict() for r in recs]})
+    stamp = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
+    out = ws.path(f"{ITEMS_DIR}/{Path(items_path).stem}_{stamp}.json")
+    report: dict[str, Any] = {
+        "kind": ITEMS_KIND, "version": 1, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "model": {"base": cfg.model.base, "revision": cfg.model.revision}, "device": str(device),
+        "generation": gen, "set": {**item_set.describe(), "measures": set_measures(item_set.items, gen["max_turns"])},
+        "base": summarize(base[ITEMS]), "majority": majority,
+        "base_vs_majority": versus_baseline(base[ITEMS], majority["items"]), "runs": runs,
+        "pooled": pooled_compare(base[ITEMS], trained_runs, majority["items"]) if runs else None,
+        "throughput": {"base": base_thr}, "base_records": [r.to_dict() for r in base[ITEMS]],
+    }
+    atomic_write_json(out, report)
+    register_artifact(ws, out, ITEMS_KIND, items=item_set.path, checkpoints=[r["checkpoint"]["path"] for r in runs])
     return out, report
 
 

@@ -30,7 +30,9 @@ log = logging.getLogger("rc1.eval")
 HELDOUT = "shadow"
 DEV = "dev"
 FITTED = "fitted"
-ROLES = {HELDOUT: "held-out: judged by the RC1 gate, never used to choose a model",
+ITEMS = "items"
+ROLES = {ITEMS: "a file named with `rc1 eval --items`: reported only; no gate reads it and no model is chosen on it",
+         HELDOUT: "held-out: judged by the RC1 gate, never used to choose a model",
          DEV: "dev: chooses the model (best/, eval_dev, early stop)",
          FITTED: "held-out items of the fitted levels (rc1 data fit): judged by the RC1 gate when the fit is on; "
                  "the full-difficulty shadow set is reported beside it"}
@@ -75,6 +77,13 @@ def _load(ws: Workspace, name: str, rel: str, n: int | None) -> ItemSet:
     if not items:
         raise ConfigError(f"{rel}: no items")
     return ItemSet(name, ws.rel(p), sha256_file(p), len(items), stratified_head(items, n) if n else items)
+
+
+def named_set(ws: Workspace, rel: str) -> ItemSet:
+    """Every item of a file the user names (`rc1 eval --items`): ConfigError when it is missing or malformed."""
+    if not ws.path(rel).is_file():
+        raise ConfigError(f"--items {rel}: no such file")
+    return _load(ws, ITEMS, rel, None)
 
 
 def heldout_set(ws: Workspace, cfg: "TrainConfig", n: int | None = None) -> ItemSet:

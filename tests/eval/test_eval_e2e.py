@@ -63,6 +63,37 @@ def test_eval_base_and_checkpoint_then_cached_base_and_report(tiny_ws):
     assert "checkpoints/evt/step_00020" in md and "Held-out success" in md and "majority answer" in md
 
 
+def test_eval_on_a_users_own_item_file_is_reported_beside_base_and_majority_and_judged_by_no_gate(tiny_ws):
+    """`rc1 eval --items FILE`: base and trained on that file only (items rc1 never generated), paired delta and
+    majority-class baseline, a verified report under reports/eval_items/; no eval report the gates read, best/
+    untouched. A missing or malformed file, or options of the held-out set beside it, is one line and exit 2."""
+    from rc1.config.load import load_train_config
+
+    ws = tiny_ws
+    cfg = load_train_config("configs/tiny.yaml", ws)
+    write_trainer_checkpoint(ws, cfg, 10, scale=1.05)
+    write_jsonl(ws.path("mine/test.jsonl"), make_items(5, seed=31))
+    r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--items", "mine/test.jsonl", "--batch-size", "5")
+    assert r.exit_code == 0, r.output
+    (path,) = ws.path("reports/eval_items").glob("test_*.json")
+    assert verify_artifact(ws, path)
+    rep = json.loads(path.read_text())
+    assert rep["kind"] == "eval_items" and rep["set"]["path"] == "mine/test.jsonl" and rep["set"]["n"] == 5
+    (run,) = rep["runs"]
+    assert run["checkpoint"]["path"] == "checkpoints/evt/step_00010" and run["delta"]["n_paired"] == 5
+    assert len(run["records"]) == len(rep["base_records"]) == 5 and rep["majority"]["overall"]["n"] == 5
+    assert "delta vs base" in r.output and "not judged by any gate" in r.output
+    assert not list(ws.reports.glob("eval_*.json")) and not ws.path("checkpoints/evt/best").exists()
+
+    r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--items", "mine/none.jsonl")
+    assert r.exit_code == 2 and "--items mine/none.jsonl: no such file" in r.output
+    ws.path("mine/bad.jsonl").write_text('{"id": "x", "task": "gsm8k"}\n')
+    r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--items", "mine/bad.jsonl")
+    assert r.exit_code == 2 and "mine/bad.jsonl" in r.output
+    r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--items", "mine/test.jsonl", "--n", "3")
+    assert r.exit_code == 2 and "--items evaluates that file whole" in r.output
+
+
 def test_every_seed_run_is_evaluated_against_one_base_pass(tiny_ws):
     """Production trains one run per seed: eval judges each run's latest checkpoint, reports the spread, and
     generates the base model's episodes once."""
