@@ -467,12 +467,14 @@ class GenerationSection(Strict):
     max_rows: int = Field(64, ge=1, description="sequences llama.cpp decodes together at most")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="GPU memory share vLLM may take")
     rollout_dtype: Literal["auto", "policy", "bf16"] = Field(
-        "auto", description="training rollouts of engine pure_pt on a CPU: auto / policy = the policy samples in the "
-                            "training precision (a bf16 copy under bf16 autocast); bf16 = a bf16 copy of the fp32 "
-                            "policy samples them while training stays fp32 (faster on CPUs with native bf16; the "
-                            "tokens' log-probs then differ from the trainer's, which the truncated importance-sampling "
-                            "correction covers and sampler_mismatch_kl logs). Opt-in: as the default it passed 2 "
-                            "make-run seeds of 3 (docs/benchmarks.md, 2026-11-28)")
+        "auto", description="training rollouts of engine pure_pt on a CPU: bf16 = a bf16 copy of the fp32 policy "
+                            "samples them while training stays fp32 (the tokens' log-probs then differ from the "
+                            "trainer's, which the truncated importance-sampling correction covers and "
+                            "sampler_mismatch_kl logs; the drift stage judges the trained policy itself); policy = the "
+                            "policy samples in the training precision; auto = bf16 where this CPU has native bf16 "
+                            "(AVX512-BF16/AMX) and the weights are not 4-bit, else policy "
+                            "(rc1.runtime.device.rollouts_from_bf16_copy; 5 seeds of configs/local.yaml passed "
+                            "every gate with it: docs/benchmarks.md, 2026-11-28)")
 
     rollout_backend: Literal["torch", "llamacpp"] = Field(
         "torch", description="who samples engine pure_pt's training rollouts: torch (the policy, or its bf16 copy: "

@@ -52,13 +52,18 @@ def rollouts_from_bf16_copy(cfg, device_type: str, autocast_bf16: bool) -> bool:
     """Whether engine pure_pt samples its training rollouts from a bf16 copy of the policy on this device.
 
     Only on a CPU: under bf16 autocast always (autocast re-casts every weight at every decoded token, slower than
-    the copy); under fp32 training only when generation.rollout_dtype is bf16 (1.78-1.99x the fp32 rollout's
-    tok/s, docs/generation.md). `auto` and `policy` sample from the policy itself: made the default on
-    2026-11-28, the copy's make runs passed 2 seeds of 3 and the pooled gain's CI reached below 0
-    (docs/benchmarks.md), so it stays opt-in until that is understood."""
+    the copy); under fp32 training when generation.rollout_dtype is bf16, or auto where the CPU has native bf16
+    and the weights are not 4-bit (measured 1.78-1.99x the fp32 rollout's tok/s, docs/generation.md; with the
+    capped KL controller and the drift bound, five seeds of configs/local.yaml passed every gate with it,
+    docs/benchmarks.md 2026-11-28)."""
     if device_type != "cpu":
         return False
-    return autocast_bf16 or cfg.generation.rollout_dtype == "bf16"
+    if autocast_bf16:
+        return True
+    choice = cfg.generation.rollout_dtype
+    if choice == "auto":
+        return cfg.engine.name == "pure_pt" and cfg.finetune.method != "qlora" and cpu_bf16_supported()
+    return choice == "bf16"
 
 
 def dtype_for(device, mixed_precision: str = "auto"):

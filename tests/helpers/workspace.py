@@ -77,6 +77,8 @@ def make_workspace(root: Path, model_dir: Path, *, engine: str = "pure_pt", stra
         # its GRPO / RLOO / DPO steps would carry no signal at all, and the training tests need moving weights
         "reward": {"shaping_groups": "all"},
     }
+    if engine == "pure_pt":  # the same numerics in every process of a test (auto's bf16 copy: tests/conftest.py)
+        cfg["generation"] = {"rollout_dtype": "policy"}
     if engine == "trl":  # TRL keeps beta fixed inside its trainer: target_kl is held by stopping
         cfg["monitor"] = {"kl_control": "early_stop"}
     for dotted, value in (extra or {}).items():

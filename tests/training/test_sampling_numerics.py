@@ -147,10 +147,10 @@ def test_bf16_rollouts_are_refused_on_a_cpu_without_native_bf16(tmp_path, monkey
     assert [line for line in exc.value.lines if "rollout_dtype" in line and "native bf16" in line]
 
 
-def test_rollouts_take_the_bf16_copy_only_when_asked_or_under_bf16_autocast(tmp_path, monkeypatch):
-    """generation.rollout_dtype auto / policy: the policy samples its own rollouts, on a CPU with native bf16 too
-    (the copy as the default passed 2 make-run seeds of 3); bf16 asks for the copy; bf16 autocast always uses it;
-    never off a CPU."""
+@pytest.mark.auto_rollout_dtype
+def test_auto_rollouts_take_the_bf16_copy_only_where_the_cpu_has_native_bf16(tmp_path, monkeypatch):
+    """generation.rollout_dtype auto: a bf16 copy samples a full or LoRA fine-tune's rollouts on a CPU with
+    native bf16; the policy itself elsewhere, for 4-bit weights, for engine trl and for `policy`."""
     from rc1.runtime import device
 
     def cfg_for(choice, **kw):
@@ -158,13 +158,17 @@ def test_rollouts_take_the_bf16_copy_only_when_asked_or_under_bf16_autocast(tmp_
         conf = make_workspace(d, "random:qwen3-tiny", extra={"generation.rollout_dtype": choice}, **kw)
         return load_train_config(conf, Workspace(d))
 
+    auto = cfg_for("auto")
     monkeypatch.setattr(device, "cpu_bf16_supported", lambda: True)
-    for choice in ("auto", "policy"):
-        assert not device.rollouts_from_bf16_copy(cfg_for(choice), "cpu", False)
-        assert device.rollouts_from_bf16_copy(cfg_for(choice), "cpu", True)  # under bf16 autocast, always the copy
-    bf16 = cfg_for("bf16")
-    assert device.rollouts_from_bf16_copy(bf16, "cpu", False)
-    assert not device.rollouts_from_bf16_copy(bf16, "cuda", False) and not device.rollouts_from_bf16_copy(bf16, "mps", False)
+    assert device.rollouts_from_bf16_copy(auto, "cpu", False)
+    assert not device.rollouts_from_bf16_copy(auto, "cuda", False) and not device.rollouts_from_bf16_copy(auto, "mps", False)
+    assert device.rollouts_from_bf16_copy(cfg_for("auto", method="lora"), "cpu", False)
+    assert not device.rollouts_from_bf16_copy(cfg_for("policy"), "cpu", False)
+    assert not device.rollouts_from_bf16_copy(cfg_for("auto", method="qlora"), "cpu", False)
+    assert not device.rollouts_from_bf16_copy(cfg_for("auto", engine="trl"), "cpu", False)
+    assert device.rollouts_from_bf16_copy(cfg_for("policy"), "cpu", True)  # under bf16 autocast, always the copy
+    monkeypatch.setattr(device, "cpu_bf16_supported", lambda: False)
+    assert not device.rollouts_from_bf16_copy(auto, "cpu", False)
 
 
 def test_llamacpp_rollouts_of_a_lora_policy_swap_its_adapter_each_step_and_are_corrected(tmp_path):
