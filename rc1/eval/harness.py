@@ -323,12 +323,13 @@ def _checkpoint_info(ws: Workspace, ckpt: Path) -> dict:
     return {"path": ws.rel(ckpt), "step": manifest.get("step"), "manifest_sha256": sha256_file(ckpt / MANIFEST_FILE)}
 
 
-def _report_path(ws: Workspace) -> Path:
+def _report_path(ws: Workspace, rel_of: Callable[[str], str] = layout.eval_report_path) -> Path:
+    """A new report's path from its timestamp (`rel_of(ts)`, workspace-relative)."""
     ts = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
-    out = ws.path(layout.eval_report_path(ts))
+    out = ws.path(rel_of(ts))
     k = 1
     while out.exists():  # two evals in the same second never overwrite each other
-        out = ws.path(layout.eval_report_path(f"{ts}_{k}"))
+        out = ws.path(rel_of(f"{ts}_{k}"))
         k += 1
     return out
 
@@ -455,8 +456,7 @@ def run_items_eval(ws: Workspace, cfg: "TrainConfig", items_path: str, *, checkp
                      "trained": summarize(recs), "delta": compare(base[ITEMS], recs),
                      "vs_majority": versus_baseline(recs, majority["items"]), "throughput": thr,
                      "records": [r.to_dict() for r in recs]})
-    stamp = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
-    out = ws.path(f"{ITEMS_DIR}/{Path(items_path).stem}_{stamp}.json")
+    out = _report_path(ws, lambda ts: f"{ITEMS_DIR}/{Path(items_path).stem}_{ts}.json")
     report: dict[str, Any] = {
         "kind": ITEMS_KIND, "version": 1, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model": {"base": cfg.model.base, "revision": cfg.model.revision}, "device": str(device),

@@ -84,6 +84,9 @@ def test_eval_on_a_users_own_item_file_is_reported_beside_base_and_majority_and_
     assert len(run["records"]) == len(rep["base_records"]) == 5 and rep["majority"]["overall"]["n"] == 5
     assert "delta vs base" in r.output and "not judged by any gate" in r.output
     assert not list(ws.reports.glob("eval_*.json")) and not ws.path("checkpoints/evt/best").exists()
+    # the same file again (the base answers from the cache): a second report, the first kept
+    assert rc1(ws, "eval", "--config", "configs/tiny.yaml", "--items", "mine/test.jsonl", "--base-only").exit_code == 0
+    assert len(list(ws.path("reports/eval_items").glob("test_*.json"))) == 2
 
     r = rc1(ws, "eval", "--config", "configs/tiny.yaml", "--items", "mine/none.jsonl")
     assert r.exit_code == 2 and "--items mine/none.jsonl: no such file" in r.output
