@@ -23,6 +23,7 @@ neither, torch's global RNG. Same items + same generator state + same model = sa
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from rc1.envs.env import ChatFormat, EpisodeState
@@ -92,6 +93,52 @@ def prefix_to_share(prompts: Sequence[Sequence[int]]) -> int:
     or 0 for a single prompt or one shorter than MIN_SHARED_PREFIX."""
     shared = common_prefix(prompts) if len(prompts) > 1 else 0
     return shared if shared >= MIN_SHARED_PREFIX else 0
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One prefill of a prefix tree (prefix_tree): the sequence of prompt `row` gets positions [0, start)
+    copied from row `source`'s sequence (nothing when source == row), then tokens [start, end) of its prompt."""
+
+    wave: int
+    row: int
+    source: int
+    start: int
+    end: int
+
+
+def prefix_tree(prompts: Sequence[Sequence[int]], min_shared: int = MIN_SHARED_PREFIX) -> list[Segment]:
+    """How to prefill distinct `prompts` with every shared prefix computed once (a radix tree, as SGLang's
+    RadixAttention): prompts that share one system prompt among several in a batch share its tokens, not only
+    the prefix common to all of them. Segments of one wave depend only on earlier waves; a shared span shorter
+    than `min_shared` is not worth its own prefill and is left to the prompts below it. Each prompt's last
+    token is in its own segment (its logits are needed), and its segments cover it exactly once."""
+    plan: list[Segment] = []
+
+    def emit(row: int, source: int, start: int, end: int, wave: int) -> None:
+        plan.append(Segment(wave, row, source if start else row, start, end))
+
+    def visit(rows: list[int], source: int, start: int, wave: int) -> None:
+        if len(rows) == 1:
+            emit(rows[0], source, start, len(prompts[rows[0]]), wave)
+            return
+        shared = common_prefix([prompts[r] for r in rows])
+        if shared - start >= min_shared:
+            emit(rows[0], source, start, shared, wave)
+            source, start, wave = rows[0], shared, wave + 1
+        groups: dict[int, list[int]] = {}
+        for r in rows:
+            groups.setdefault(prompts[r][shared], []).append(r)
+        if len(groups) == 1:  # the shortest prompt is a prefix of another: no split below it
+            for r in rows:
+                emit(r, source, start, len(prompts[r]), wave)
+            return
+        for group in groups.values():
+            visit(group, source, start, wave)
+
+    if prompts:
+        visit(list(range(len(prompts))), 0, 0, 0)
+    return sorted(plan, key=lambda s: (s.wave, s.row))
 
 
 def _select_rows(cache, keep) -> None:

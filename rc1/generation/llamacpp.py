@@ -1,8 +1,8 @@
 """The llama.cpp backend: a GGUF served in-process by llama-cpp-python's low-level API, batched.
 
 One llama.cpp context holds every sequence of a batch (one `seq_id` per row, a unified KV cache): the
-prompts are prefilled in chunks of `n_batch` tokens, the prefix they all share (the protocol system prompt)
-once and identical prompts (a GRPO group's copies) once, then shared with `llama_memory_seq_cp`; every
+prompts are prefilled in chunks of `n_batch` tokens, every prefix shared by two or more of them (a role's
+protocol system prompt, a GRPO group's copies) once, then shared with `llama_memory_seq_cp`; every
 decode step is ONE `llama_decode` of one token per live row.
 llama.cpp only computes the logits; the next token is drawn in Python by rc1.envs.rollout.sample_tokens,
 the function the torch decoder uses, from the same `torch.Generator`: temperature, top-p, greedy and the
@@ -173,9 +173,10 @@ class LlamaCppSampler:
                      stops: Sequence[bool], *, greedy: bool, temperature: float, top_p: float, generator,
                      ) -> tuple[list[list[int]], list[list[float]], list[bool]]:
         """Generate one turn per prompt: (ids, their log-probs, hit_limit) per row (rc1.envs.rollout.BatchDecoder)."""
+        import numpy as np
         import torch
 
-        from rc1.envs.rollout import prefix_to_share, sample_tokens, stops_here
+        from rc1.envs.rollout import prefix_tree, sample_tokens, stops_here
 
         L = self.L
         n = len(prompts)
@@ -184,24 +185,28 @@ class LlamaCppSampler:
         first_row: dict[tuple[int, ...], int] = {}
         for r, p in enumerate(prompts):
             first_row.setdefault(tuple(p), r)
-        # The prefix every prompt shares (the protocol system prompt) is prefilled once, in row 0's sequence,
-        # and shared with the other rows; each distinct prompt's rest once, in the sequence of its first row.
-        shared = prefix_to_share(list(first_row))
-        if shared:
-            self._decode([(t, i, 0, False) for i, t in enumerate(prompts[0][:shared])])
-            for r in first_row.values():
-                if r != 0:
-                    L.llama_memory_seq_cp(mem, 0, r, -1, -1)
-        entries = []
-        for p, r in first_row.items():
-            entries += [(t, i, r, i == len(p) - 1) for i, t in enumerate(p) if i >= shared]
-        prefill = self._decode(entries)
-        logit_row = {r: k for k, r in enumerate(first_row.values())}
+        # Each distinct prompt is prefilled in the sequence of its first row, every prefix it shares with others
+        # (the protocol system prompt of a role, a GRPO group's copies) once: rc1.envs.rollout.prefix_tree.
+        distinct = list(first_row)
+        rows_of = list(first_row.values())
+        last_logits: dict[int, np.ndarray] = {}
+        plan = prefix_tree(distinct)
+        for wave in sorted({seg.wave for seg in plan}):
+            segs = [seg for seg in plan if seg.wave == wave]
+            entries = []
+            for seg in segs:
+                row, p = rows_of[seg.row], distinct[seg.row]
+                if seg.source != seg.row:
+                    L.llama_memory_seq_cp(mem, rows_of[seg.source], row, 0, seg.start)
+                entries += [(p[i], i, row, i == len(p) - 1) for i in range(seg.start, seg.end)]
+            out = self._decode(entries)
+            ends = [seg for seg in segs if seg.end == len(distinct[seg.row])]
+            last_logits.update({rows_of[seg.row]: out[k] for k, seg in enumerate(ends)})
         for r, p in enumerate(prompts):
             src = first_row[tuple(p)]
             if src != r:
                 L.llama_memory_seq_cp(mem, src, r, -1, -1)
-        logits = torch.from_numpy(prefill[[logit_row[first_row[tuple(p)]] for p in prompts]])
+        logits = torch.from_numpy(np.stack([last_logits[first_row[tuple(p)]] for p in prompts]))
         generated: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
         hit_limit = [False] * n

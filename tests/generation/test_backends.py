@@ -202,6 +202,59 @@ def test_the_shared_prefix_leaves_every_prompt_its_last_token():
     assert common_prefix([(5, 2), (6, 2)]) == 0
 
 
+
+def _covers_each_prompt_once(prompts, plan) -> None:
+    """Every prompt's tokens are prefilled or copied exactly once, a copy only of tokens that earlier waves made."""
+    made: dict[int, list[tuple[int, int]]] = {}  # row -> (prefilled up to, wave) of each of its segments
+    for seg in plan:
+        have = made.get(seg.row, [])
+        if seg.source != seg.row:
+            assert not have, "a copy lands in a sequence that already holds tokens"
+            assert max((end for end, wave in made[seg.source] if wave < seg.wave), default=0) >= seg.start
+            assert tuple(prompts[seg.source][:seg.start]) == tuple(prompts[seg.row][:seg.start])
+        else:
+            assert (have[-1][0] if have else 0) == seg.start
+        made[seg.row] = have + [(seg.end, seg.wave)]
+    assert {r: ends[-1][0] for r, ends in made.items()} == {r: len(p) for r, p in enumerate(prompts)}
+
+
+def test_the_prefix_tree_prefills_each_shared_span_once_and_every_prompt_exactly():
+    from rc1.envs.rollout import prefix_tree
+
+    header, sys_a, sys_b = list(range(100, 120)), list(range(200, 240)), list(range(300, 330))
+    prompts = [header + sys_a + [1, 2, 3], header + sys_b + [4, 5], header + sys_a + [6, 7, 8, 9],
+               header + sys_b + [4, 6], [7] * 30]
+    plan = prefix_tree(prompts)
+    _covers_each_prompt_once(prompts, plan)
+    prefilled = sum(s.end - s.start for s in plan)
+    # one header, each system prompt once (b's prompts also share their first question token), each
+    # question's own tokens, the unrelated prompt whole (261 tokens in all)
+    assert prefilled == 20 + 40 + 31 + (3 + 4) + (1 + 1) + 30
+    # a span under min_shared is not prefilled apart: a's prompts share 60 tokens, b's 51
+    plan = prefix_tree(prompts, min_shared=55)
+    _covers_each_prompt_once(prompts, plan)
+    assert sum(s.end - s.start for s in plan) == 60 + (3 + 4) + 2 * 52 + 30
+    # a prompt that is a prefix of another, identical leading tokens, one prompt, none
+    for case in ([[1] * 20, [1] * 25], [[5] * 18 + [1], [5] * 18 + [2]], [[3, 4]], []):
+        _covers_each_prompt_once(case, prefix_tree(case))
+
+
+def test_llamacpp_shares_each_roles_system_prompt_and_still_decodes_what_torch_does():
+    """Items under two system prompts in one batch: the llama.cpp prefix tree prefills each once, and the
+    greedy episodes are torch's (same tokens, log-probs within the check's tolerance)."""
+    systems = ["You are a patient maths tutor. Reason step by step and give the final answer as 'Answer: ...'.",
+               "You are a terse assistant for a quiz show. Reply with the answer only, as 'Answer: ...'."]
+    items = [{**it, "id": f"{it['id']}-{k}",
+              "messages": [{"role": "system", "content": systems[k]}, {"role": "user", "content": it["question"]}]}
+             for k in range(2) for it in ITEMS]
+    cfg = _cfg("llamacpp")
+    ll = sample_episodes(cfg, base_ref(cfg), items, greedy=True, max_turns=1, dtype=torch.float32)
+    to = sample_episodes(_cfg("torch"), base_ref(cfg), items, greedy=True, max_turns=1, dtype=torch.float32)
+    assert ll.backend == "llamacpp" and ll.check["ok"]
+    _same_form(ll.episodes, to.episodes)
+    diffs = [abs(x - y) for a, b in zip(ll.episodes, to.episodes) for x, y in zip(a.logprobs, b.logprobs)]
+    assert diffs and max(diffs) < 0.05
+
 def test_a_bf16_gguf_is_served_only_after_its_check_against_torch():
     import gguf
 
