@@ -20,6 +20,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Sequence
 
@@ -190,9 +191,8 @@ class LlamaCppSampler:
         distinct = list(first_row)
         rows_of = list(first_row.values())
         last_logits: dict[int, np.ndarray] = {}
-        plan = prefix_tree(distinct)
-        for wave in sorted({seg.wave for seg in plan}):
-            segs = [seg for seg in plan if seg.wave == wave]
+        for _, wave in groupby(prefix_tree(distinct), key=lambda seg: seg.wave):
+            segs = list(wave)
             entries = []
             for seg in segs:
                 row, p = rows_of[seg.row], distinct[seg.row]
