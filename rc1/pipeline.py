@@ -25,19 +25,9 @@ from rc1.state import store
 from rc1.state.table import STATES
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import verify_artifact
+from rc1.runtime.interrupt import INTERRUPT_GRACE_S, interruptible
 from rc1.runtime.layout import DEV_BASE_RESPONSES  # `rc1 reward base-answers`
 from rc1.runtime.workspace import Workspace
-
-INTERRUPT_GRACE_S = 180  # a training step on a laptop CPU plus its checkpoint
-
-
-def _interruptible() -> None:
-    """In a stage's child, before exec: SIGINT back to its default. A pipeline started in the background of a
-    non-interactive shell (`make run &`), or by a process that ignores SIGINT, passes the ignore on, and
-    Python keeps an inherited ignore: the stage would then never see the Ctrl-C / cancel that lets it
-    checkpoint and stop cleanly."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
 
 class StageFailed(Rc1Error):
     def __init__(self, stage: str, code: int, tail: str, failpack: str | None):
@@ -292,7 +282,7 @@ class Pipeline:
                       f"{' '.join(stage.argv)}\n")
             log.flush()
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                    env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=_interruptible)
+                                    env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=interruptible)
             assert proc.stdout is not None
             os.set_blocking(proc.stdout.fileno(), False)
             try:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from rc1.config.load import load_train_config, read_mapping
 from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
+from rc1.runtime.interrupt import run_child
 
 
 @dataclass(frozen=True)
@@ -153,9 +153,8 @@ def run(ws, quick: bool = False, config: str = "configs/local.yaml", cases: list
         sub, rel = case_workspace(ws, config, case, max_steps)
         print(f"rc1 bench gates: {name} ({case.what}) in {ws.rel(sub.root)}: rc1 pipeline --config {rel}", flush=True)
         t0 = time.time()
-        proc = subprocess.run([sys.executable, "-m", "rc1.cli.main", "--workdir", str(sub.root), "pipeline",
-                               "--config", rel])
-        row = {**verdict(sub, case, proc.returncode), "seconds": round(time.time() - t0, 1)}
+        code = run_child([sys.executable, "-m", "rc1.cli.main", "--workdir", str(sub.root), "pipeline", "--config", rel])
+        row = {**verdict(sub, case, code), "seconds": round(time.time() - t0, 1)}
         out["cases"].append(row)
         print(f"  {name}: {'DETECTED' if row['detected'] else 'MISSED'} (expected {row['expected']}; pipeline exit "
               f"{row['pipeline_exit']}; failing: {json.dumps(row['failing'])})", flush=True)

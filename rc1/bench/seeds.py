@@ -20,13 +20,13 @@ how many seeds' own CIs clear 0 (a count for the reader; the gate judges the poo
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 
 from rc1.config.load import load_train_config, read_mapping
 from rc1.runtime.atomic import atomic_write_text
 from rc1.runtime.errors import ConfigError
+from rc1.runtime.interrupt import run_child
 from rc1.runtime.layout import EVAL_REPORTS, eval_report_stamp
 
 SEED_STEP = 10
@@ -142,22 +142,22 @@ def run(ws, quick: bool = False, config: str = "configs/local.yaml", seeds: int 
     print(f"rc1 bench seeds: {config} at seeds {seed_values} -> {rel}; running `rc1 pipeline --config {rel}`",
           flush=True)
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "rc1.cli.main", "pipeline", "--config", rel], cwd=ws.root)
+    code = run_child([sys.executable, "-m", "rc1.cli.main", "pipeline", "--config", rel], cwd=ws.root)
     wall = time.time() - t0
-    result = {"config": config, "derived_config": rel, "seeds": seed_values, "pipeline_exit": proc.returncode,
+    result = {"config": config, "derived_config": rel, "seeds": seed_values, "pipeline_exit": code,
               "pipeline_seconds": round(wall, 1)}
     report, path = _latest_eval(ws, rel, seeds)
-    if report is None and proc.returncode != 0:
+    if report is None and code != 0:
         # a gate after training (training_done: a seed's KL over its tolerance) stops the pipeline before its
         # eval; the benchmark still measures every seed that trained, and records the refusal beside it
-        print(f"rc1 pipeline exited {proc.returncode}; evaluating every trained seed (`rc1 eval --config {rel}`)",
+        print(f"rc1 pipeline exited {code}; evaluating every trained seed (`rc1 eval --config {rel}`)",
               flush=True)
-        ev = subprocess.run([sys.executable, "-m", "rc1.cli.main", "eval", "--config", rel], cwd=ws.root)
-        result["eval_after_pipeline_stopped"] = ev.returncode
+        result["eval_after_pipeline_stopped"] = run_child([sys.executable, "-m", "rc1.cli.main", "eval", "--config", rel],
+                                                          cwd=ws.root)
         report, path = _latest_eval(ws, rel, seeds)
     result["gates"] = _gate_verdicts(ws)
     if report is None:
-        print(f"no eval of every seed of {rel} (pipeline exit {proc.returncode})", flush=True)
+        print(f"no eval of every seed of {rel} (pipeline exit {code})", flush=True)
         result["summary"] = None
         return result
     result["eval_report"] = ws.rel(path)

@@ -25,6 +25,7 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         from rc1.pipeline import Pipeline
+        from rc1.runtime.interrupt import terminate_as_interrupt
         from rc1.runtime.logs import setup_logging
 
         console = Console()
@@ -35,7 +36,9 @@ def register(app: typer.Typer) -> None:
         t_start = time.time()
         console.print(f"[bold]rc1 pipeline[/] workspace {ws.root}  config {config}  (log: logs/pipeline.log)")
         try:
-            with Progress(SpinnerColumn(), TextColumn("{task.description:<32}"), BarColumn(), MofNCompleteColumn(),
+            # a SIGTERM (kill PID, a scheduler's stop) takes Ctrl-C's path: the running stage stops cleanly
+            # (rc1.runtime.interrupt) instead of running on alone after the pipeline is gone
+            with terminate_as_interrupt(), Progress(SpinnerColumn(), TextColumn("{task.description:<32}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console) as progress:
                 overall = progress.add_task("pipeline", total=len(stages))
                 for stage in stages:
