@@ -127,6 +127,7 @@ def checkpoint_ref(cfg: "TrainConfig", ckpt: Path):
     """(rc1.generation ModelRef of a checkpoint's weights (identity: its manifest), what loading it reported:
     filled when a backend loads it)."""
     from rc1.generation import ModelRef
+    from rc1.generation.serve import checkpoint_ref_name
     from rc1.models.loader import resolve_base
     from rc1.runtime.checkpoint import MANIFEST_FILE
 
@@ -139,7 +140,7 @@ def checkpoint_ref(cfg: "TrainConfig", ckpt: Path):
 
     config = resolve_base(cfg.model.base, cfg.model.revision) / "config.json"
     arch = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-    return ModelRef(name=f"checkpoint {ckpt.name}", identity=sha256_file(ckpt / MANIFEST_FILE), load=load,
+    return ModelRef(name=checkpoint_ref_name(ckpt.name), identity=sha256_file(ckpt / MANIFEST_FILE), load=load,
                     architecture=arch), loaded
 
 

@@ -130,8 +130,12 @@ def _open_llamacpp(cfg, ref: ModelRef, device):
     gen_cfg = cfg.generation
     threads = cfg.run.threads or torch.get_num_threads()
     gpu_layers = 999 if device.type in ("mps", "cuda") else 0
+    from rc1.runtime.errors import ConfigError
+
     try:
         gguf = served_gguf(ref, gen_cfg.gguf_dtype)
+    except ConfigError:  # a setting to fix (exit 2), not a model llama.cpp cannot serve
+        raise
     except Exception as exc:  # an architecture or tokenizer the export does not handle: torch samples instead
         return None, f"llama.cpp not used for {ref.name}: GGUF export failed ({exc})", {}
     record = cached_agreement(gguf, "float32")

@@ -24,6 +24,8 @@ log = logging.getLogger("rc1.generation")
 
 GGUF_TYPES = ("f32", "f16", "bf16")   # what llama.cpp may serve an eval or a stage from (lossless or half precision)
 GGUF_FILE = "model.gguf"
+CHECKPOINT = "checkpoint"   # ModelRef.name of a trained checkpoint's weights: "checkpoint <step dir>"
+CHECKPOINT_GGUF_GB = 4.0    # default budget of checkpoint GGUFs in the model cache (RC1_CHECKPOINT_GGUF_GB)
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,35 @@ def base_ref(cfg) -> ModelRef:
                     hf_dir=hf_dir, architecture=arch)
 
 
+def checkpoint_ref_name(step_dir: str) -> str:
+    return f"{CHECKPOINT} {step_dir}"
+
+
+def checkpoint_gguf_budget() -> int:
+    """Bytes the model cache may hold of checkpoint GGUFs: $RC1_CHECKPOINT_GGUF_GB, else CHECKPOINT_GGUF_GB."""
+    import os
+
+    from rc1.runtime.errors import ConfigError
+
+    raw = os.environ.get("RC1_CHECKPOINT_GGUF_GB", str(CHECKPOINT_GGUF_GB))
+    try:
+        gb = float(raw)
+    except ValueError:
+        raise ConfigError(f"RC1_CHECKPOINT_GGUF_GB={raw!r}: a number of gigabytes") from None
+    if gb < 0:
+        raise ConfigError(f"RC1_CHECKPOINT_GGUF_GB={raw!r}: must be >= 0")
+    return int(gb * 1e9)
+
+
 def served_gguf(ref: ModelRef, outtype: str = "f32") -> Path:
-    """The GGUF of `ref`'s weights in `outtype` (f32 | f16 | bf16), built once into the model cache."""
-    from rc1.models.cache import cached_dir
+    """The GGUF of `ref`'s weights in `outtype` (f32 | f16 | bf16), built once into the model cache; building
+    a checkpoint's evicts the least recently used checkpoint GGUFs over the budget (see the module docstring)."""
+    from rc1.models.cache import cached_dir, evict
     from rc1.models.export import convert_hf_to_gguf, save_merged
 
     if outtype not in GGUF_TYPES:
         raise ValueError(f"GGUF type {outtype!r}: llama.cpp serves fixed weights in {', '.join(GGUF_TYPES)} only")
+    budget = checkpoint_gguf_budget() if ref.name.startswith(CHECKPOINT + " ") else None
 
     def build(out: Path) -> None:
         if ref.hf_dir is not None:
@@ -86,4 +110,7 @@ def served_gguf(ref: ModelRef, outtype: str = "f32") -> Path:
             convert_hf_to_gguf(save_merged(model, tok, Path(tmp) / "hf"), out / GGUF_FILE, outtype=outtype)
 
     name = f"gguf-{ref.identity[:16]}-{outtype}"
-    return cached_dir(name, build, {"identity": ref.identity, "outtype": outtype, "model": ref.name}) / GGUF_FILE
+    path = cached_dir(name, build, {"identity": ref.identity, "outtype": outtype, "model": ref.name}) / GGUF_FILE
+    if budget is not None:
+        evict("gguf-", lambda meta: str(meta.get("model", "")).startswith(CHECKPOINT + " "), budget)
+    return path

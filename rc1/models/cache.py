@@ -3,7 +3,8 @@
 Layout: `<cache root>/<name>/` with `rc1_manifest.json` (every file's size and sha256, plus the
 builder's `meta`) written LAST inside a temp directory that is then renamed into place. A
 directory without a valid manifest (a crash mid-build, a truncated file) is never used: it is
-rebuilt. Builds of the same name are serialized across processes with a file lock.
+rebuilt. Builds of the same name are serialized across processes with a file lock. Each use sets the
+directory's modification time (its last use), which `evict` orders by.
 
 Cache root: `$RC1_CACHE` when set, else `~/.cache/rc1/models`.
 """
@@ -93,10 +94,12 @@ def cached_dir(name: str, build: Callable[[Path], None], meta: dict) -> Path:
     root = cache_root()
     target = root / name
     if verify_dir(target, meta) is None:
+        _used(target)
         return target
     with _locked(root, name):
         problem = verify_dir(target, meta)
         if problem is None:  # another process built it while we waited
+            _used(target)
             return target
         if target.exists():
             log.warning("rebuilding model cache: %s", problem)
@@ -121,3 +124,46 @@ def cached_dir(name: str, build: Callable[[Path], None], meta: dict) -> Path:
     if problem is not None:
         raise RuntimeError(f"model cache build did not verify: {problem}")
     return target
+
+
+def _used(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def evict(prefix: str, evictable: Callable[[dict], bool], budget_bytes: int, keep: int = 2) -> list[str]:
+    """Remove the least recently used `<prefix>*` directories whose manifest meta is `evictable` until those
+    left take at most `budget_bytes`; the `keep` most recently used always stay. Files beside a directory
+    named after it (`<name>.*`, e.g. rc1.generation.verify's check record) go with it. Each removal holds the
+    name's build lock and renames the directory away first, so no process sees half of one. Returns the
+    names removed."""
+    root = cache_root()
+    entries = []
+    for path in root.glob(f"{prefix}*"):
+        manifest = read_manifest(path) if path.is_dir() else None
+        if manifest is None or not evictable(manifest.get("meta") or {}):
+            continue
+        size = sum(int(f.get("size", 0)) for f in manifest.get("files", {}).values())
+        with contextlib.suppress(OSError):
+            entries.append((path.stat().st_mtime, path.name, size))
+    entries.sort(reverse=True)  # most recently used first
+    removed, total = [], 0
+    for i, (_, name, size) in enumerate(entries):
+        total += size
+        if i < keep or total <= budget_bytes:
+            continue
+        with _locked(root, name):
+            target = root / name
+            if not target.exists():
+                continue
+            gone = root / f".{name}.tmp-old-{uuid.uuid4().hex[:8]}"
+            os.rename(target, gone)
+            shutil.rmtree(gone, ignore_errors=True)
+            for extra in root.glob(f"{name}.*"):
+                if extra.is_file():
+                    extra.unlink(missing_ok=True)
+        removed.append(name)
+    if removed:
+        log.info("model cache: removed %d least recently used %s* entries (over %.1f GB): %s", len(removed), prefix,
+                 budget_bytes / 1e9, ", ".join(removed))
+    return removed

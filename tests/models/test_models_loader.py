@@ -202,3 +202,58 @@ def test_embedded_smollm2_converted_and_sensible():
         out = model.generate(**enc, max_new_tokens=12, do_sample=False)
     answer = tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
     assert "5" in answer, answer
+
+
+def test_evict_drops_the_least_recently_used_evictable_entries_over_the_budget(tmp_path, monkeypatch):
+    """Checkpoint GGUFs once piled up in the model cache (404 entries, 29 GB on the dev machine): the least
+    recently used evictable entries go, with the files named after them; a use refreshes an entry; the `keep`
+    newest stay even over budget; entries that are not evictable (the base model's) never go."""
+    import os
+
+    from rc1.models.cache import cached_dir, evict
+
+    monkeypatch.setenv("RC1_CACHE", str(tmp_path))
+
+    def entry(name: str, model: str, age_s: int) -> None:
+        d = cached_dir(name, lambda out: (out / "model.gguf").write_bytes(b"x" * 1000), {"model": model})
+        (tmp_path / f"{name}.check.json").write_text("{}")
+        t = 1_700_000_000 - age_s
+        os.utime(d, (t, t))
+
+    for i in range(5):
+        entry(f"gguf-ck{i}", f"checkpoint step_{i}", age_s=100 * (5 - i))   # ck4 the newest
+    entry("gguf-base", "base embedded", age_s=10_000)
+    ckpt = lambda meta: meta.get("model", "").startswith("checkpoint ")  # noqa: E731
+    cached_dir("gguf-ck0", lambda out: None, {"model": "checkpoint step_0"})  # used now: the newest
+    assert evict("gguf-", ckpt, budget_bytes=3_500) == ["gguf-ck2", "gguf-ck1"]
+    left = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
+    assert left == ["gguf-base", "gguf-base.check.json", "gguf-ck0", "gguf-ck0.check.json", "gguf-ck3",
+                    "gguf-ck3.check.json", "gguf-ck4", "gguf-ck4.check.json"]
+    assert not list(tmp_path.glob(".gguf-ck*.tmp-*"))
+    assert evict("gguf-", ckpt, budget_bytes=0, keep=2) == ["gguf-ck3"]  # the two newest stay at any budget
+    assert evict("gguf-", ckpt, budget_bytes=0, keep=2) == []
+
+
+def test_a_checkpoint_gguf_past_the_budget_evicts_the_oldest_one(tmp_path, monkeypatch):
+    """served_gguf of checkpoint weights keeps the checkpoint GGUFs within RC1_CHECKPOINT_GGUF_GB (the two
+    most recent always); the base model's GGUF stays; a bad budget is a one-line config error."""
+    from rc1.config.schema import TrainConfig
+    from rc1.generation import base_ref
+    from rc1.generation.serve import ModelRef, checkpoint_ref_name, served_gguf
+
+    monkeypatch.setenv("RC1_CACHE", str(tmp_path))
+    monkeypatch.setenv("RC1_CHECKPOINT_GGUF_GB", "0")
+    base = base_ref(TrainConfig(model={"base": "random:qwen3-tiny"}))
+    base_gguf = served_gguf(base, "f32")
+    made = []
+    for i in range(3):
+        ref = ModelRef(name=checkpoint_ref_name(f"step_{i:05d}"), identity=str(i) * 64, load=base.load,
+                       architecture=base.architecture)
+        made.append(served_gguf(ref, "f32"))
+    assert base_gguf.exists() and [p.exists() for p in made] == [False, True, True]
+    monkeypatch.setenv("RC1_CHECKPOINT_GGUF_GB", "lots")
+    ref = ModelRef(name=checkpoint_ref_name("step_00009"), identity="9" * 64, load=base.load,
+                   architecture=base.architecture)
+    with pytest.raises(ConfigError, match="RC1_CHECKPOINT_GGUF_GB='lots'"):
+        served_gguf(ref, "f32")
+    assert not list(tmp_path.glob(f"gguf-{'9' * 16}-*"))  # refused before building anything
