@@ -6,7 +6,8 @@ end-of-turn, no action stop) through every backend of rc1.generation that runs h
 rollout batch (R rows: R/4 prompts x 4 copies, GRPO-shaped, the copies sharing their prompt):
 
   torch             rc1's KV-cache decoder (rc1.envs.rollout.decode_batch), fp32
-  torch bf16 copy   the same decoder on a bf16 copy of the weights (buffers fp32), as generation.rollout_dtype
+  torch bf16 copy   the same decoder on a bf16 copy of the weights (buffers fp32, linear layers on oneDNN's
+                    packed layout where available: rc1.models.packed), as generation.rollout_dtype
                     bf16 samples training rollouts; only on CPUs with native bf16 (AVX512-BF16 or AMX)
   llamacpp f32/f16  rc1's batched llama.cpp decoder (rc1.generation.llamacpp) on the served GGUF, and bf16
                     on CPUs with native bf16
@@ -76,6 +77,7 @@ def run(ws=None, quick: bool = False, base: str = "embedded:smollm2-135m-instruc
     from rc1.envs.rollout import StopRule, decode_batch, eos_ids
     from rc1.generation import base_ref, installed
     from rc1.generation.serve import served_gguf
+    from rc1.models import packed
     from rc1.runtime.device import cpu_bf16_supported
 
     if quick:
@@ -105,6 +107,8 @@ def run(ws=None, quick: bool = False, base: str = "embedded:smollm2-135m-instruc
         if backend == "torch bf16":
             for p in model.parameters():
                 p.data = p.data.to(torch.bfloat16)
+            if packed.available() is None:  # as the trainer's bf16 copy runs (rc1.models.packed)
+                packed.PackedLinears(model, rows=rollout_batch)
         weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         for batch, ps in batches.items():
             with torch.inference_mode():

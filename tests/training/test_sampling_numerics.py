@@ -121,6 +121,15 @@ def test_bf16_rollouts_of_an_fp32_policy_are_a_corrected_bf16_copy(tmp_path):
     metrics = eng.backward(recipe.strategy.plan(batch, recipe.strategy.rollout(batch)), scale=1.0)
     assert metrics["sampler_mismatch_kl"] > 0.0  # bf16 and fp32 log-probs of the same tokens differ
     assert 0.0 < metrics["sampler/is_weight_mean"] <= 2.0
+    from rc1.models import packed
+
+    if packed.available() is None:  # the copy's linear layers run on packed weights that follow each refresh
+        eng.optimizer_step()
+        copy_, _ = eng.generation_model()
+        lin = copy_.get_submodule("model.layers.0.mlp.down_proj")
+        x = torch.randn(3, lin.in_features, dtype=torch.bfloat16)
+        want = torch.nn.functional.linear(x, eng.model.get_submodule("model.layers.0.mlp.down_proj").weight.bfloat16())
+        assert hasattr(lin, "rc1_packed") and torch.allclose(lin(x).float(), want.float(), rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.parametrize("extra, why", [({"engine.name": "trl", "monitor.kl_control": "early_stop"},
