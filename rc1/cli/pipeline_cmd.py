@@ -38,8 +38,8 @@ def register(app: typer.Typer) -> None:
         try:
             # a SIGTERM (kill PID, a scheduler's stop) takes Ctrl-C's path: the running stage stops cleanly
             # (rc1.runtime.interrupt) instead of running on alone after the pipeline is gone
-            with terminate_as_interrupt(), Progress(SpinnerColumn(), TextColumn("{task.description:<32}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=console) as progress:
+            with terminate_as_interrupt(), Progress(SpinnerColumn(), TextColumn("{task.description:<32}"), BarColumn(),
+                                                    MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
                 overall = progress.add_task("pipeline", total=len(stages))
                 for stage in stages:
                     if stage.done():

@@ -124,18 +124,15 @@ def _open_llamacpp(cfg, ref: ModelRef, device):
     from rc1.envs.env import ChatFormat
     from rc1.envs.rollout import eos_ids
     from rc1.generation.llamacpp import LlamaCppSampler
-    from rc1.generation.serve import served_gguf
+    from rc1.generation.serve import checkpoint_gguf_budget, served_gguf
     from rc1.generation.verify import cached_agreement, compare_decoders, record_agreement
 
     gen_cfg = cfg.generation
     threads = cfg.run.threads or torch.get_num_threads()
     gpu_layers = 999 if device.type in ("mps", "cuda") else 0
-    from rc1.runtime.errors import ConfigError
-
+    checkpoint_gguf_budget()  # a bad RC1_CHECKPOINT_GGUF_GB is a setting to fix (exit 2), not a reason to fall back
     try:
         gguf = served_gguf(ref, gen_cfg.gguf_dtype)
-    except ConfigError:  # a setting to fix (exit 2), not a model llama.cpp cannot serve
-        raise
     except Exception as exc:  # an architecture or tokenizer the export does not handle: torch samples instead
         return None, f"llama.cpp not used for {ref.name}: GGUF export failed ({exc})", {}
     record = cached_agreement(gguf, "float32")

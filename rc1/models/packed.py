@@ -14,10 +14,7 @@ is not made (`available()` says why not) and the copy runs on plain `linear`.
 
 from __future__ import annotations
 
-import logging
 import types
-
-log = logging.getLogger("rc1.models")
 
 
 def available() -> str | None:

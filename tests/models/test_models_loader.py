@@ -257,3 +257,10 @@ def test_a_checkpoint_gguf_past_the_budget_evicts_the_oldest_one(tmp_path, monke
     with pytest.raises(ConfigError, match="RC1_CHECKPOINT_GGUF_GB='lots'"):
         served_gguf(ref, "f32")
     assert not list(tmp_path.glob(f"gguf-{'9' * 16}-*"))  # refused before building anything
+    import torch
+
+    from rc1.generation import open_sampler
+
+    cfg = TrainConfig(model={"base": "random:qwen3-tiny"}, generation={"backend": "llamacpp"})
+    with pytest.raises(ConfigError, match="RC1_CHECKPOINT_GGUF_GB"):  # a stage refuses; it does not fall back to torch
+        open_sampler(cfg, base, device=torch.device("cpu"), dtype=torch.float32)
