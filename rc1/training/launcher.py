@@ -248,16 +248,20 @@ SHUTDOWN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")  # how the agent (or the oper
 
 
 def root_cause(failures: list[dict]) -> dict:
-    """The failure that caused the others: a rank killed from outside (SIGKILL, SIGSEGV, ...) first, then the
-    earliest traceback that is not a lost collective (the ranks that lost a peer fail with that), then any
-    traceback, then the rest (ranks the agent's shutdown ended)."""
+    """The failure that caused the others: a rank killed from outside (SIGKILL, SIGSEGV, ...) first, then a
+    rank's refusal (exit 2 or 3: a config or gate error, which every rank meets alike; the agent's shutdown can
+    reach another refusing rank mid-exit and turn its exit code into a crash's), then the earliest traceback
+    that is not a lost collective (the ranks that lost a peer fail with that), then any traceback, then the rest
+    (ranks the agent's shutdown ended)."""
     def tier(f: dict) -> int:
         if f["signal"] and not f["traceback"] and f["signal"] not in SHUTDOWN_SIGNALS:
             return 0
+        if f["exitcode"] in (2, 3):
+            return 1
         if f["traceback"]:
             lost = any(m in f["message"] + f["traceback"][-2000:] for m in COLLECTIVE_FAILURE)
-            return 2 if lost else 1
-        return 3
+            return 3 if lost else 2
+        return 4
     return min(failures, key=lambda f: (tier(f), f["time"], f["rank"]))
 
 

@@ -163,6 +163,16 @@ def test_the_root_cause_is_the_killed_rank_not_the_one_that_lost_it():
     assert launcher.root_cause([shut_down, killed])["rank"] == 1  # the agent's SIGTERM is not the cause
     assert launcher.root_cause([lost, crashed])["message"] == "TypeError: y"
     assert launcher.root_cause([lost])["rank"] == 0
+    # a refusal on both ranks: rank 0 was shut down while it exited (a crash's exit code, earlier timestamp),
+    # rank 1 exited 2; the run is refused (exit 2), not a crash (seen once in CI: exit 1 and an error report)
+    mid_exit = {"rank": 0, "signal": None, "time": 99, "exitcode": 1, "message": "CheckpointError: inside a window",
+                "traceback": "File checkpoint.py\nCheckpointError: inside a window"}
+    refused = {"rank": 1, "signal": None, "time": 100, "exitcode": 2, "message": "CheckpointError: inside a window",
+               "traceback": "File checkpoint.py\nCheckpointError: inside a window"}
+    assert launcher.root_cause([mid_exit, refused])["rank"] == 1
+    assert launcher.root_cause([refused, killed])["signal"] == "SIGKILL"  # a kill from outside still comes first
+    shut_mid_exit = {**mid_exit, "signal": "SIGTERM", "exitcode": -15}
+    assert launcher.root_cause([shut_mid_exit, refused])["exitcode"] == 2
 
 
 def test_a_seeded_redraw_does_not_move_the_samplers_stream():
