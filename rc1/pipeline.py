@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from rc1.state import store
 from rc1.state.table import STATES
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import verify_artifact
-from rc1.runtime.interrupt import INTERRUPT_GRACE_S, interruptible
+from rc1.runtime.interrupt import INTERRUPT_GRACE_S, interruptible, stop_child
 from rc1.runtime.layout import DEV_BASE_RESPONSES  # `rc1 reward base-answers`
 from rc1.runtime.workspace import Workspace
 
@@ -328,18 +327,8 @@ class Pipeline:
         while its output is still read, instead of leaving it to write into a closed pipe. A second
         Ctrl-C or INTERRUPT_GRACE_S seconds without an exit end the wait (SIGTERM, then SIGKILL)."""
         log.write(f"--- interrupted: waiting up to {INTERRUPT_GRACE_S} s for the stage to stop cleanly\n")
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # an interrupt sent to the pipeline alone did not reach the child
-        try:
-            self._pump(proc, log, tail, deadline=time.time() + INTERRUPT_GRACE_S)
-        except KeyboardInterrupt:
-            pass
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        # SIGINT even after a terminal's Ctrl-C: an interrupt sent to the pipeline alone did not reach the child
+        stop_child(proc, INTERRUPT_GRACE_S, wait=lambda s: self._pump(proc, log, tail, deadline=time.time() + s))
         log.write(f"--- stage stopped (exit {proc.returncode})\n")
 
     def stop_judge(self) -> None:

@@ -18,7 +18,7 @@ import contextlib
 import signal
 import subprocess
 import threading
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 INTERRUPT_GRACE_S = 180  # a training step on a laptop CPU plus its checkpoint
 
@@ -49,13 +49,15 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def stop_child(proc: subprocess.Popen, grace_s: float = INTERRUPT_GRACE_S) -> int:
+def stop_child(proc: subprocess.Popen, grace_s: float = INTERRUPT_GRACE_S,
+               wait: Callable[[float], object] | None = None) -> int:
     """SIGINT to `proc`, then up to `grace_s` seconds for it to stop cleanly (a second Ctrl-C or SIGTERM ends
-    the wait), then SIGTERM and, 10 s later, SIGKILL. Returns its exit code."""
+    the wait), then SIGTERM and, 10 s later, SIGKILL. Returns its exit code. `wait(seconds)` waits for it
+    (default `proc.wait`; the pipeline's keeps reading the child's output meanwhile)."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
     try:
-        proc.wait(grace_s)
+        (wait or proc.wait)(grace_s)
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
         pass
     if proc.poll() is None:
