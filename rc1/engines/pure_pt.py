@@ -257,10 +257,8 @@ class PurePTEngine:
         from rc1.generation import SamplingParams
         from rc1.generation.torch_backend import TorchSampler
 
-        params = SamplingParams.from_config(
-            self.cfg, greedy=greedy, seed=seed, max_new_tokens=max_new_tokens, max_turns=self.cfg.strategy.max_turns,
-            max_length=self.cfg.data.max_length, batch_size=max(1, len(items) * num_generations),
-            multi_turn=self.cfg.strategy.multi_turn)
+        params = SamplingParams.training(self.cfg, seed=seed, rows=len(items) * num_generations, greedy=greedy,
+                                         max_new_tokens=max_new_tokens)
         if not for_eval and self.cfg.generation.rollout_backend == "llamacpp" and self._adapter_sampler() is not None:
             with self.spans("sync"):
                 self._adapter.sync(self.model)

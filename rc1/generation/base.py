@@ -42,6 +42,16 @@ class SamplingParams:
                    max_new_tokens=max_new_tokens or cfg.model.max_new_tokens, max_turns=max_turns,
                    max_length=max_length, seed=seed, batch_size=batch_size, multi_turn=multi_turn)
 
+    @classmethod
+    def training(cls, cfg, *, seed: int, rows: int, greedy: bool = False,
+                 max_new_tokens: int | None = None) -> "SamplingParams":
+        """The training rollout's settings for `rows` episodes: what engine pure_pt samples with, and what the
+        stages that measure the base policy "exactly as training will sample it" (the difficulty fit, the
+        learning signal) sample with. One constructor, so those stages cannot drift from training."""
+        return cls.from_config(cfg, greedy=greedy, seed=seed, max_new_tokens=max_new_tokens,
+                               max_turns=cfg.strategy.max_turns, max_length=cfg.data.max_length,
+                               batch_size=max(1, rows), multi_turn=cfg.strategy.multi_turn)
+
     def describe(self) -> dict:
         return {"greedy": self.greedy, "temperature": None if self.greedy else self.temperature,
                 "top_p": None if self.greedy else self.top_p, "max_new_tokens": self.max_new_tokens,

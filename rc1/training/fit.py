@@ -289,11 +289,9 @@ def _sample(cfg, items: list[dict], generator, reward, seed: int) -> tuple[dict,
     from rc1.generation import SamplingParams
     from rc1.strategies.common import score_rollout
 
-    fc, m = cfg.difficulty_fit, cfg.model
+    fc = cfg.difficulty_fit
     t1 = time.perf_counter()
-    params = SamplingParams(temperature=m.temperature, top_p=m.top_p, max_new_tokens=m.max_new_tokens,
-                            max_turns=cfg.strategy.max_turns, max_length=cfg.data.max_length, seed=seed,
-                            batch_size=max(1, len(items) * fc.samples), multi_turn=cfg.strategy.multi_turn)
+    params = SamplingParams.training(cfg, seed=seed, rows=len(items) * fc.samples)
     eps = generator.episodes(items, num_generations=fc.samples, params=params)
     reps = [it for it in items for _ in range(fc.samples)]
     ro = score_rollout(reps, eps, reward, fc.samples)

@@ -88,7 +88,6 @@ def measure(ws, cfg, *, prompts: int, progress=None, informative_min: float | No
     sampler_of_items = make_sampler(cfg, seed_items, other_items)
     reward = RewardModel.from_config(cfg, ws)
     G, P = cfg.strategy.num_generations, cfg.strategy.prompts_per_step
-    m = cfg.model
     generator, note, check = open_sampler(cfg, base_ref(cfg))
     t0 = time.perf_counter()
     items, episodes = [], []
@@ -107,10 +106,7 @@ def measure(ws, cfg, *, prompts: int, progress=None, informative_min: float | No
                          planned * lo, planned * hi, informative_min, prompts)
             batch = sampler_of_items.next_batch(step, min(P, target - len(items) // G))
             # the training rollout's settings (rc1.engines.pure_pt rollout), with the step's training seed
-            params = SamplingParams(temperature=m.temperature, top_p=m.top_p, max_new_tokens=m.max_new_tokens,
-                                    max_turns=cfg.strategy.max_turns, max_length=cfg.data.max_length,
-                                    seed=rollout_seed(cfg.run.seed, step), batch_size=max(1, len(batch) * G),
-                                    multi_turn=cfg.strategy.multi_turn)
+            params = SamplingParams.training(cfg, seed=rollout_seed(cfg.run.seed, step), rows=len(batch) * G)
             episodes += generator.episodes(batch, num_generations=G, params=params)
             items += [it for it in batch for _ in range(G)]
             step += 1

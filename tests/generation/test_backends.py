@@ -288,3 +288,8 @@ def test_one_table_names_the_backends_and_one_params_object_carries_every_stages
                                                           cfg.model.max_new_tokens)
     assert (p.seed, p.max_turns, p.max_length, p.batch_size, p.greedy) == (3, 2, 100, 6, False)
     assert SamplingParams.from_config(cfg, greedy=True, max_new_tokens=5).max_new_tokens == 5
+    # the training rollout's settings, which the fit and the learning signal sample with too
+    cfg.strategy.max_turns, cfg.data.max_length, cfg.strategy.multi_turn = 3, 200, "split_turns"
+    t = SamplingParams.training(cfg, seed=7, rows=0)
+    assert (t.max_turns, t.max_length, t.multi_turn, t.seed, t.batch_size, t.greedy) == (3, 200, "split_turns", 7, 1, False)
+    assert (t.temperature, t.max_new_tokens) == (cfg.model.temperature, cfg.model.max_new_tokens)
