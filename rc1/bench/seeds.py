@@ -166,8 +166,9 @@ def run(ws, quick: bool = False, config: str = "configs/local.yaml", seeds: int 
     print(_table(result["summary"]), flush=True)
     for d in result["drift"]:
         ci = d["per_token_ci"] or [float("nan")] * 2
+        bound = "none" if d["bound"] is None else f"{d['bound']:.4g}"
         print(f"drift seed {d['seed_index']}: per-token KL {d['per_token']:.4f} [{ci[0]:.4f}, {ci[1]:.4f}] "
-              f"(bound {d['bound']}; step {d['step']})", flush=True)
+              f"(bound {bound}; step {d['step']})", flush=True)
     return result
 
 
