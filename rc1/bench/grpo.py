@@ -6,8 +6,10 @@ turn for a like-for-like comparison), the same config, data, rewards and seeds. 
 in its own fresh process (clean peak memory), `warmup` untimed steps then `steps` timed ones,
 through the same TrainingRecipe `rc1 train` uses.
 
-Reported per engine: seconds per step (median), completion tokens per second, peak memory
-(CUDA allocator peak on a GPU, peak RSS on CPU). Target: pure sec/step <= 0.5 x TRL.
+Reported per engine: seconds per step (median), completion tokens per second (of the whole step, and of
+the rollout alone: its `time/generate_s`), peak memory (CUDA allocator peak on a GPU, peak RSS on CPU),
+and which backend sampled the rollouts (`--rollout-backend`: torch, llamacpp or paged; `sampled_by` says
+torch where one fell back). Target: pure sec/step <= 0.5 x TRL.
 
 Option `learning`: accuracy (greedy, exact answer) on 200 held-out arithmetic items before
 and after `budget_s` seconds of pure-engine GRPO on disjoint training items.
@@ -82,6 +84,17 @@ def _workspace(root: Path, items: list[dict], cfg_over: dict) -> Path:
 TRAIN_PHASES = ("plan", "backward", "optimizer")  # the recipe's spans after the rollout (rc1.training.recipe)
 
 
+def _rollout_backends() -> tuple[str, ...]:
+    import typing
+
+    from rc1.config.schema import GenerationSection
+
+    return typing.get_args(GenerationSection.model_fields["rollout_backend"].annotation)
+
+
+ROLLOUT_BACKENDS = _rollout_backends()  # generation.rollout_backend's choices, read from the schema
+
+
 def _peak_mb(device) -> float:
     from rc1.runtime.device import peak_memory_mb
 
@@ -104,7 +117,9 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
                                                 "micro_batch_size": work.get("micro_batch_size")},
                                         "model": {"base": work["model"], "max_new_tokens": work["max_new_tokens"]},
                                         "finetune": {"method": work["finetune"]},
-                                        "generation": {"rollout_backend": work.get("rollout_backend", "torch")},
+                                        # engine trl samples with its own generate(): the option is pure_pt's
+                                        "generation": {"rollout_backend": work.get("rollout_backend", "torch")
+                                                       if engine == "pure_pt" else "torch"},
                                         "strategy": {"num_generations": work["completions_per_prompt"],
                                                      "prompts_per_step": work["prompts"]}})
         ws = Workspace(root)
@@ -122,8 +137,12 @@ def _run_engine(engine: str, steps: int, warmup: int, threads: int | None, work:
         train = [sum(r.get(f"time/{k}_s", 0.0) for k in TRAIN_PHASES) for r in recs]
         n_completions = work["prompts"] * work["completions_per_prompt"]
         tokens = [r["completion_len"] * n_completions for r in recs]  # mean completion length x completions
+        generate_s = sum(r.get("time/generate_s", 0.0) for r in recs)
         return {"engine": engine, "device": str(device), "steps": len(recs), "sec_per_step": statistics.median(secs),
                 "sec_per_step_all": secs, "train_s_all": train, "completion_tokens_per_s": sum(tokens) / sum(secs),
+                "rollout_tokens_per_s": sum(tokens) / generate_s if generate_s > 0 else None,
+                "rollout_backend": cfg.generation.rollout_backend,
+                "sampled_by": getattr(recipe.engine, "sampled_by", None),  # torch where a backend fell back
                 "peak_memory_mb": _peak_mb(device), "mean_reward": statistics.fmean(r["reward"] for r in recs),
                 "median_phase_s": phases,
                 "sampler_mismatch_kl": statistics.fmean(r.get("sampler_mismatch_kl", 0.0) for r in recs)}
@@ -211,8 +230,8 @@ def run(ws, quick: bool = False, steps: int | None = None, warmup: int = 1, lear
             {"prompts": 8, "completions_per_prompt": 4, "max_new_tokens": 32})
     work.update({k: v for k, v in (("prompts", prompts), ("completions_per_prompt", generations),
                                    ("max_new_tokens", max_new_tokens)) if v is not None})
-    if rollout_backend not in ("torch", "llamacpp"):
-        raise ConfigError(f"--rollout-backend {rollout_backend!r}: expected torch or llamacpp")
+    if rollout_backend not in ROLLOUT_BACKENDS:
+        raise ConfigError(f"--rollout-backend {rollout_backend!r}: expected one of {', '.join(ROLLOUT_BACKENDS)}")
     work.update(model=base or BASE, finetune=finetune, rollout_backend=rollout_backend)
     result: dict = {"work": {**work, "single_turn": True, "quick": quick, "timed_steps": steps,
                              "warmup_steps": warmup}}
@@ -222,9 +241,11 @@ def run(ws, quick: bool = False, steps: int | None = None, warmup: int = 1, lear
         runs[engine] = _in_child(_run_engine, engine, steps, warmup, threads, work)
         atomic_write_json(partial, {**result, **{("pure" if k == "pure_pt" else k): v for k, v in runs.items()}})
     result.update({("pure" if k == "pure_pt" else k): v for k, v in runs.items()})
-    print(f"{'engine':8} {'device':6} {'sec/step':>9} {'tok/s':>8} {'peak MB':>9} {'reward':>7}")
+    print(f"{'engine':8} {'device':6} {'sec/step':>9} {'tok/s':>8} {'rollout tok/s':>13} {'peak MB':>9} {'reward':>7}")
     for r in runs.values():
+        rollout_tps = r.get("rollout_tokens_per_s")
         print(f"{r['engine']:8} {r['device']:6} {r['sec_per_step']:9.2f} {r['completion_tokens_per_s']:8.1f} "
+              f"{rollout_tps if rollout_tps is None else round(rollout_tps, 1)!s:>13} "
               f"{r['peak_memory_mb']:9.0f} {r['mean_reward']:7.3f}")
     if "pure_pt" in runs and "trl" in runs:
         ratio = runs["pure_pt"]["sec_per_step"] / runs["trl"]["sec_per_step"]

@@ -60,8 +60,9 @@ def grpo(
     prompts: Annotated[Optional[int], typer.Option(help="prompts per step (default 8; quick 4)")] = None,
     generations: Annotated[Optional[int], typer.Option(help="completions per prompt (default 4)")] = None,
     max_new_tokens: Annotated[Optional[int], typer.Option(help="new tokens per completion (default 32; quick 16)")] = None,
-    rollout_backend: Annotated[str, typer.Option(help="generation.rollout_backend: torch, or llamacpp (LoRA: the "
-                                                      "adapter swapped onto a loaded base each step)")] = "torch",
+    rollout_backend: Annotated[str, typer.Option(help="generation.rollout_backend of engine pure_pt: torch, "
+                                                      "llamacpp (LoRA: the adapter swapped onto a loaded base each "
+                                                      "step), or paged (transformers' continuous batching)")] = "torch",
 ) -> None:
     """Seconds per GRPO step and peak memory: pure PyTorch engine vs TRL on the same work."""
     _run("grpo", quick=quick, steps=steps, warmup=warmup, learning=learning, budget_s=budget_s, threads=threads,

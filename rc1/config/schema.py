@@ -476,12 +476,16 @@ class GenerationSection(Strict):
                             "(rc1.runtime.device.rollouts_from_bf16_copy; 5 seeds of configs/local.yaml passed "
                             "every gate with it: docs/benchmarks.md, 2026-11-28)")
 
-    rollout_backend: Literal["torch", "llamacpp"] = Field(
+    rollout_backend: Literal["torch", "llamacpp", "paged"] = Field(
         "torch", description="who samples engine pure_pt's training rollouts: torch (the policy, or its bf16 copy: "
-                             "rollout_dtype), or llamacpp: the base GGUF (gguf_dtype) loaded once and the LoRA "
+                             "rollout_dtype), llamacpp: the base GGUF (gguf_dtype) loaded once and the LoRA "
                              "adapter written from the PEFT tensors and swapped onto it before each rollout "
                              "(rc1.generation.adapter_sync; finetune.method lora, one process); checked against the "
-                             "torch policy first, torch samples with one logged line where it disagrees")
+                             "torch policy first, torch samples with one logged line where it disagrees; or paged: "
+                             "transformers' continuous batching (generate_batch: a paged KV cache, flash attention "
+                             "and CUDA graphs on a GPU) over the policy, or its copy in the autocast dtype "
+                             "(rc1.generation.paged; finetune.method full or lora, unsharded); torch samples with one "
+                             "logged line where generate_batch fails")
 
     @field_validator("rollout_dtype")
     @classmethod
@@ -665,6 +669,14 @@ class TrainConfig(Strict):
                    else None)
             if why:
                 raise ValueError(f"generation.rollout_backend: llamacpp {why}; use torch")
+        if self.generation.rollout_backend == "paged":
+            why = (f"applies to engine pure_pt's rollouts, not {self.engine.name}'s" if self.engine.name != "pure_pt"
+                   else "needs finetune.method full or lora (4-bit weights cannot be copied into the sampling "
+                        "dtype)" if self.finetune.method == "qlora"
+                   else f"needs unsharded weights (distributed.sharding none, not {self.distributed.sharding})"
+                   if self.distributed.sharding != "none" else None)
+            if why:
+                raise ValueError(f"generation.rollout_backend: paged {why}; use torch")
         if self.generation.rollout_dtype == "bf16" and self.engine.name != "pure_pt":
             raise ValueError(f"generation.rollout_dtype: bf16 applies to engine pure_pt's rollouts; engine "
                              f"{self.engine.name} samples with its own generate(); use auto")

@@ -93,6 +93,8 @@ class PurePTEngine:
         self._gen_model = None
         self._gen_packed = None   # rc1.models.packed.PackedLinears of the bf16 copy; False where unavailable
         self._adapter, self._adapter_failed = None, False  # generation.rollout_backend llamacpp
+        self._paged_failed = False  # generation.rollout_backend paged: generate_batch failed once, torch samples
+        self.sampled_by: str | None = None  # the backend that sampled the last training rollout
         self.extra_modules: dict[str, Any] = {}
         self.optimizer = None
         self.scheduler = None
@@ -124,6 +126,7 @@ class PurePTEngine:
         if self.use_amp and self.amp_dtype == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)
         rollouts = ("llama.cpp with the adapter swapped each step" if cfg.generation.rollout_backend == "llamacpp"
+                    else "transformers' continuous batching" if cfg.generation.rollout_backend == "paged"
                     else "a bf16 copy" if self.bf16_copy else "the policy")
         log.info("engine pure_pt: device=%s amp=%s dtype=%s peft=%s rollouts=%s", self.device, self.use_amp,
                  self.amp_dtype, self.is_peft, rollouts)
@@ -263,12 +266,19 @@ class PurePTEngine:
             with self.spans("sync"):
                 self._adapter.sync(self.model)
             with torch.no_grad(), self.spans("generate"):
-                return self._adapter.episodes(items, num_generations=num_generations, params=params)
-        model, amp = self.eval_model() if for_eval else self.generation_model()
+                episodes = self._adapter.episodes(items, num_generations=num_generations, params=params)
+            self.sampled_by = self._adapter.backend
+            return episodes
+        paged = not for_eval and self.cfg.generation.rollout_backend == "paged" and not self._paged_failed
+        model, amp = self.eval_model() if for_eval else self.generation_model(for_paged=paged)
         was_training = self.model.training
         self.model.eval()
         try:
             def generate():
+                if paged:
+                    episodes = self._paged_episodes(model, items, num_generations, params)
+                    if episodes is not None:
+                        return episodes
                 return TorchSampler(model, self.tokenizer).episodes(items, num_generations=num_generations,
                                                                      params=params)
 
@@ -277,6 +287,8 @@ class PurePTEngine:
                 episodes = self._under_wrapper(generate) if self.sharded else generate()
         finally:
             self.model.train(was_training)
+        if not for_eval:
+            self.sampled_by = "paged" if paged and not self._paged_failed else "torch"
         return episodes
 
     def _adapter_sampler(self):
@@ -301,6 +313,25 @@ class PurePTEngine:
                             "rollouts sample with torch", agreement.problems[0])
         return self._adapter
 
+    def _paged_episodes(self, model, items: list[dict], num_generations: int, params) -> list | None:
+        """The rollout through transformers' continuous batching (generation.rollout_backend paged,
+        rc1.generation.paged); None (torch samples this rollout and every later one, one logged line) where
+        generate_batch is unavailable or fails."""
+        from rc1.envs.rollout import eos_ids
+        from rc1.generation import paged
+
+        why = paged.available()
+        if why is None:
+            try:
+                return paged.PagedSampler(model, self.tokenizer, eos_ids(model, self.tokenizer)).episodes(
+                    items, num_generations=num_generations, params=params)
+            except Exception as exc:  # any failure inside generate_batch: torch's decoder still works
+                why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        self._paged_failed = True
+        log.warning("generation.rollout_backend paged: generate_batch unavailable or failed (%s); training rollouts "
+                    "sample with torch", why)
+        return None
+
     @property
     def bf16_copy(self) -> bool:
         """Rollouts from a bf16 copy of the policy (rc1.runtime.device.rollouts_from_bf16_copy)."""
@@ -314,9 +345,10 @@ class PurePTEngine:
     def sampler_differs(self) -> bool:
         """True when rollouts are sampled with other numerics than the training forward's: from a bf16 COPY of
         the policy (generation_model: on a CPU under bf16 autocast, or with generation.rollout_dtype bf16 under
-        fp32 training), or by llama.cpp (generation.rollout_backend llamacpp). Strategies then correct for it
-        (truncated importance sampling, rc1.strategies.rl_math.truncated_is_weight)."""
-        return self.bf16_copy or self.cfg.generation.rollout_backend == "llamacpp"
+        fp32 training), by llama.cpp (generation.rollout_backend llamacpp), or by transformers' continuous
+        batching (paged: its own attention kernels, and a copy in the autocast dtype under mixed precision).
+        Strategies then correct for it (truncated importance sampling, rc1.strategies.rl_math.truncated_is_weight)."""
+        return self.bf16_copy or self.cfg.generation.rollout_backend in ("llamacpp", "paged")
 
     def eval_model(self):
         """(model, whether to autocast) for greedy evals: the fp32 master weights without autocast where the
@@ -329,24 +361,28 @@ class PurePTEngine:
             return self.model, False
         return self.generation_model()
 
-    def generation_model(self):
+    def generation_model(self, *, for_paged: bool = False):
         """(model to sample from, whether to autocast). On a CPU with bf16 autocast, a bf16 copy of the
         policy, refreshed from the fp32 weights before every rollout: autocast re-casts every weight
-        at every decoded token, which made sampling slower than plain fp32; the copy is ~1.7x faster."""
+        at every decoded token, which made sampling slower than plain fp32; the copy is ~1.7x faster.
+        `for_paged` (generation.rollout_backend paged) under mixed precision: a copy in the autocast dtype, as
+        continuous batching decodes in its own thread, which autocast (thread-local) does not reach."""
         import torch
 
-        if not self.bf16_copy:
+        dtype = torch.bfloat16 if self.bf16_copy else self.amp_dtype if for_paged and self.use_amp else None
+        if dtype is None:
             return self.model, True
         if self._gen_model is None:
             # weights only: buffers (rotary inv_freq) stay fp32, else the positions' angles drift from the trainer's
             self._gen_model = copy.deepcopy(self.model).eval()
             for p in self._gen_model.parameters():
-                p.data = p.data.to(torch.bfloat16)
+                p.data = p.data.to(dtype)
                 p.requires_grad_(False)
         with torch.no_grad():
             for dst, src in zip(self._gen_model.parameters(), self.model.parameters(), strict=True):
                 dst.copy_(src)
-        self._pack_generation_model()
+        if self.bf16_copy:
+            self._pack_generation_model()
         return self._gen_model, False
 
     def _pack_generation_model(self) -> None:

@@ -15,7 +15,9 @@ Every backend runs the same episode loop (rc1.envs.rollout.run_episodes) and the
 max_new_tokens and the turn-end rule are the same; each Episode says which backend made it.
 
 Modules: base (the contract), torch_backend, llamacpp, vllm_backend, serve (ModelRef, the served GGUF),
-verify (the llama.cpp vs torch check).
+verify (the llama.cpp vs torch check), paged (engine pure_pt's training rollouts through transformers'
+continuous batching, `generation.rollout_backend: paged`: like vLLM it draws with its own sampler from the same
+distribution and rc1 cuts each turn by the same rule), adapter_sync (its LoRA rollouts through llama.cpp).
 """
 
 from __future__ import annotations

@@ -232,19 +232,25 @@ def write_random_checkpoint(out: Path, config, *, seed: int, shard_bytes: int = 
     return _write_shards(out, specs, make, shard_bytes)
 
 
-def _build_random_4b(out: Path) -> None:
+def write_random_model(out: Path, shape: ModelShape, tok, *, seed: int, **extra) -> None:
+    """A random-weight model directory of `shape` with tokenizer `tok`: config, generation config, bf16 weights
+    (write_random_checkpoint) and the tokenizer. random:qwen3-4b is built with it, and so is the same model on a
+    machine without the SmolLM2 GGUF its tokenizer is read from (scripts/gpu_check.sh, from a saved tokenizer)."""
     from transformers import GenerationConfig
 
-    from rc1.models.tiny import build_tiny_tokenizer
-
-    tok = build_tiny_tokenizer()
-    config = hf_config(QWEN3_4B, bos=tok.bos_token_id, eos=tok.eos_token_id, pad=tok.pad_token_id, **QWEN3_4B_EXTRA)
+    config = hf_config(shape, bos=tok.bos_token_id, eos=tok.eos_token_id, pad=tok.pad_token_id, **extra)
     config.dtype = "bfloat16"
     config.save_pretrained(str(out))
     GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                      pad_token_id=tok.pad_token_id).save_pretrained(str(out))
-    write_random_checkpoint(out, config, seed=RANDOM_4B_SEED)
+    write_random_checkpoint(out, config, seed=seed)
     tok.save_pretrained(str(out))
+
+
+def _build_random_4b(out: Path) -> None:
+    from rc1.models.tiny import build_tiny_tokenizer
+
+    write_random_model(out, QWEN3_4B, build_tiny_tokenizer(), seed=RANDOM_4B_SEED, **QWEN3_4B_EXTRA)
 
 
 def ensure_random_4b() -> Path:

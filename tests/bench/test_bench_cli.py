@@ -42,6 +42,8 @@ def test_bad_bench_options_are_one_line_config_errors(tmp_path):
                       (["memory", "--strategy", "dpo"], "--strategy 'dpo': expected grpo or ppo"),
                       (["memory", "--method", "lora", "--full-depth", "full"], "--full-depth full: expected some of"),
                       (["grpo", "--engines", "pure_pt,deepspeed"], "--engines pure_pt,deepspeed"),
+                      (["grpo", "--rollout-backend", "sglang"], "--rollout-backend 'sglang': expected one of torch, "
+                                                                "llamacpp, paged"),
                       (["micro", "--micro", "8,x"], "--micro '8,x': expected comma-separated integers"),
                       (["micro", "--micro", "8,32"], "--micro 8,32: each must be between 1 and 31"),
                       (["eval", "--dtype", "fp8", "--model", "random:qwen3-tiny", "--n", "1"], "--dtype 'fp8'")):
