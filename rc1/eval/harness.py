@@ -56,7 +56,6 @@ CACHE_DIR = "reports/eval_cache"
 ITEMS_KIND = "eval_items"          # `rc1 eval --items FILE`: a user's own item file, reported only
 ITEMS_DIR = "reports/eval_items"
 DEFAULT_BATCH = 32
-PASS_BATCHES = 4  # batches of items a greedy pass hands its sampler at once (run_items)
 Progress = Callable[[str], None]
 
 
@@ -148,11 +147,7 @@ def checkpoint_ref(cfg: "TrainConfig", ckpt: Path):
 def run_items(sampler, items: list[dict], gen: dict, progress: Progress | None = None,
               episodes_out: list | None = None) -> tuple[list[EpisodeRecord], float]:
     """Greedy episodes for `items` in batches of gen['batch_size']; (records, seconds). With
-    `episodes_out`, the episodes' reward-relevant fields are appended to it too (for the shadow run).
-
-    The sampler gets PASS_BATCHES batches' items at a time, not one batch: its episode loop
-    (rc1.envs.rollout.run_episodes) packs each round's still-active episodes into full batches, so the
-    second and third turns of multi-turn episodes no longer decode in batches that hold a few rows."""
+    `episodes_out`, the episodes' reward-relevant fields are appended to it too (for the shadow run)."""
     from rc1.envs.episode import episode_dict
     from rc1.generation import SamplingParams
 
@@ -161,9 +156,8 @@ def run_items(sampler, items: list[dict], gen: dict, progress: Progress | None =
     params = SamplingParams(greedy=True, max_new_tokens=gen["max_new_tokens"], max_turns=gen["max_turns"],
                             seed=gen["seed"], batch_size=bs)
     t0 = time.perf_counter()
-    step = bs * PASS_BATCHES
-    for start in range(0, len(items), step):
-        chunk = items[start:start + step]
+    for start in range(0, len(items), bs):
+        chunk = items[start:start + bs]
         eps = sampler.episodes(chunk, num_generations=1, params=params)
         if len(eps) != len(chunk):
             raise RuntimeError(f"{sampler.backend} returned {len(eps)} episodes for {len(chunk)} items")
@@ -171,7 +165,7 @@ def run_items(sampler, items: list[dict], gen: dict, progress: Progress | None =
         if episodes_out is not None:
             episodes_out += [{**episode_dict(ep), "backend": ep.backend} for ep in eps]
         if progress:
-            progress(f"{min(start + step, len(items))}/{len(items)} episodes "
+            progress(f"{min(start + bs, len(items))}/{len(items)} episodes "
                      f"({(time.perf_counter() - t0):.0f} s, {sampler.backend})")
     return records, time.perf_counter() - t0
 
