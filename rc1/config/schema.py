@@ -400,7 +400,9 @@ class DifficultyFitSection(Strict):
                               "item whose latest group passed all or none); variance = the posterior mean of "
                               "p(1 - p) (the reward variance a group of the item can carry; LILO) under Beta(1 + "
                               "successes, 1 + failures) over every answer seen, over its maximum 1/4: an unseen item "
-                              "2/3, one answered 0/4 0.48, 0/40 0.09, 20/40 0.98")
+                              "2/3, one answered 0/4 0.48, 0/40 0.09, 20/40 0.98. On configs/local.yaml (3 seeds, "
+                              "docs/benchmarks.md 2026-11-29) variance gave the same pooled gain as latest and drifted "
+                              "past the drift bound on 2 of 3 seeds")
 
     @field_validator("band")
     @classmethod
