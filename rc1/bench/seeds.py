@@ -169,8 +169,8 @@ def run(ws, quick: bool = False, config: str = "configs/local.yaml", seeds: int 
         bound = "none" if d["bound"] is None else f"{d['bound']:.4g}"
         print(f"drift seed {d['seed_index']}: per-token KL {d['per_token']:.4f} [{ci[0]:.4f}, {ci[1]:.4f}] "
               f"(bound {bound}; step {d['step']})", flush=True)
-    refused = sorted(g for g, v in result["gates"].items() if v["failing"])
     if code != 0:  # the table above measures the seeds; it is not a verdict of the run
+        refused = sorted(g for g, v in result["gates"].items() if v["failing"])
         print(f"rc1 pipeline exited {code}: gate(s) refused: {', '.join(refused) or 'none recorded'} "
               "(reports/gates/)", flush=True)
     return result

@@ -176,6 +176,19 @@ def stops_here(rule: StopRule, generated: list[int], stop_at_action: bool, limit
     return (True, True) if len(generated) >= limit else (False, False)
 
 
+def cut_turn(rule: StopRule, tokens: Sequence[int], stop_at_action: bool, limit: int) -> tuple[list[int], bool]:
+    """A turn a backend generated whole (vLLM, continuous batching), cut where rc1's decoder would have stopped
+    it: (the kept tokens, whether it ended by reaching `limit`)."""
+    kept: list[int] = []
+    limit_hit = False
+    for t in tokens:
+        kept.append(int(t))
+        ended, limit_hit = stops_here(rule, kept, stop_at_action, limit)
+        if ended:
+            break
+    return kept, limit_hit
+
+
 def prefill(model, prompts: Sequence[Sequence[int]], pad_id: int):
     """Read `prompts` into a fresh KV cache; (cache, attention mask, position ids, last position's logits), one
     row per prompt, left-padded. Identical prompts (a GRPO group's copies) are prefilled once and their cache

@@ -61,7 +61,7 @@ class PagedSampler:
         import torch
         from transformers import ContinuousBatchingConfig, GenerationConfig
 
-        from rc1.envs.rollout import stops_here
+        from rc1.envs.rollout import cut_turn
 
         new = max(limits)
         sampling = {} if greedy else {"temperature": float(temperature), "top_p": float(top_p)}
@@ -90,14 +90,8 @@ class PagedSampler:
         self.calls += 1
         ids, lps, hit = [], [], []
         for out, stop, limit in zip(results, stops, limits):
-            toks = [int(t) for t in out.generated_tokens]
-            self.tokens += len(toks)
-            kept, limit_hit = [], False
-            for t in toks:
-                kept.append(t)
-                ended, limit_hit = stops_here(stop_rule, kept, stop, limit)
-                if ended:
-                    break
+            self.tokens += len(out.generated_tokens)
+            kept, limit_hit = cut_turn(stop_rule, out.generated_tokens, stop, limit)
             if len(out.logprobs) < len(kept):
                 raise RuntimeError(f"generate_batch returned {len(out.logprobs)} log-probs for {len(kept)} tokens")
             ids.append(kept)

@@ -40,7 +40,7 @@ class VllmSampler:
                      ) -> tuple[list[list[int]], list[list[float]], list[bool]]:
         import torch
 
-        from rc1.envs.rollout import stops_here
+        from rc1.envs.rollout import cut_turn
 
         requests, params = [], []
         for p, limit in zip(prompts, limits):
@@ -55,12 +55,7 @@ class VllmSampler:
             completion = out.outputs[0]
             toks = [int(t) for t in completion.token_ids]
             probs = [float(step[t].logprob) for step, t in zip(completion.logprobs or [], toks)]
-            kept, limit_hit = [], False
-            for t in toks:
-                kept.append(t)
-                ended, limit_hit = stops_here(stop_rule, kept, stop, limit)
-                if ended:
-                    break
+            kept, limit_hit = cut_turn(stop_rule, toks, stop, limit)
             ids.append(kept)
             lps.append(probs[:len(kept)])
             hit.append(limit_hit or (len(kept) >= limit and kept[-1] not in self.eos_ids))
