@@ -64,3 +64,37 @@ def test_a_server_that_cannot_start_reports_its_log(tmp_path):
         start_judge(Workspace(tmp_path), bad, startup_timeout=60)
     assert "exited with code" in ei.value.message and ei.value.lines  # the log tail is attached
     assert not stop_judge(Workspace(tmp_path))
+
+
+def test_the_servers_log_probs_as_lists_are_the_same_numbers(monkeypatch):
+    """rc1's judge server hands llama-cpp-python log-prob rows as lists (its per-token sort of the vocabulary
+    is then fast); the tokens and log-probs of a grammar-forced request must not change."""
+    import numpy as np
+    from llama_cpp import Llama, LlamaGrammar
+
+    from rc1.judge.llama_launch import rows_as_lists
+    from rc1.judge.prompts import gbnf_literal
+    from rc1.models.embedded import gguf_path
+
+    a = np.random.default_rng(0).normal(size=(5, 7)).astype(np.float32)
+    rows = rows_as_lists(Llama.logits_to_logprobs)(a)
+    want = Llama.logits_to_logprobs(a)
+    assert len(rows) == 5 and len(rows[2:]) == 3 and rows[2:][0] == want[2].tolist()
+    assert list(rows) == want.tolist() and rows.tolist() == want.tolist()
+    assert rows_as_lists(Llama.logits_to_logprobs)(a[0]).tolist() == want[0].tolist()  # 1-D: unchanged
+
+    llm = Llama(model_path=str(gguf_path()), n_ctx=512, logits_all=True, n_threads=1, verbose=False)
+    forced = " The answer is 42."
+    msgs = [{"role": "user", "content": "Six times seven? Say the answer."}]
+
+    def ask():
+        grammar = LlamaGrammar.from_string(f"root ::= {gbnf_literal(forced)}", verbose=False)
+        reply = llm.create_chat_completion(msgs, temperature=0.0, max_tokens=32, logprobs=True, top_logprobs=1,
+                                           grammar=grammar)["choices"][0]
+        return reply["message"]["content"], [(c["token"], float(c["logprob"]), [(t["token"], float(t["logprob"]))
+                                             for t in c["top_logprobs"]]) for c in reply["logprobs"]["content"]]
+
+    before = ask()
+    monkeypatch.setattr(Llama, "logits_to_logprobs", staticmethod(rows_as_lists(Llama.logits_to_logprobs)))
+    after = ask()
+    assert after == before and before[0] == forced and len(before[1]) >= 4
