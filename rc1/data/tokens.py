@@ -64,8 +64,9 @@ def _tokenizer_of(base: str):
 
     Only where it is the same tokenizer: the first time a tokenizer.json is seen, AutoTokenizer loads it and its
     backend's serialization must equal the file's; a marker keyed by the sha256 of tokenizer.json and
-    tokenizer_config.json and by transformers' version records that, so a change to any of them is checked again. A transformers class that rebuilds the tokenizer its own way fails the check, and rc1
-    counts with AutoTokenizer's."""
+    tokenizer_config.json and by transformers' version records that, so a change to any of them is checked
+    again. A transformers class that rebuilds the tokenizer its own way fails the check, and rc1 counts with
+    AutoTokenizer's."""
     from tokenizers import Tokenizer
 
     from rc1.models.loader import resolve_base
