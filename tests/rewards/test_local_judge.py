@@ -83,6 +83,15 @@ def test_the_servers_log_probs_as_lists_are_the_same_numbers(monkeypatch):
     assert list(rows) == want.tolist() and rows.tolist() == want.tolist()
     assert rows_as_lists(Llama.logits_to_logprobs)(a[0]).tolist() == want[0].tolist()  # 1-D: unchanged
 
+    import llama_cpp.llama as llama_module
+
+    default_params = llama_module.llama_cpp.llama_model_default_params
+
+    def as_the_server_runs():  # without llama.cpp's extra CPU buffer types, as rc1.judge.llama_launch starts it
+        params = default_params()
+        params.use_extra_bufts = False
+        return params
+    monkeypatch.setattr(llama_module.llama_cpp, "llama_model_default_params", as_the_server_runs)
     llm = Llama(model_path=str(gguf_path()), n_ctx=512, logits_all=True, n_threads=1, verbose=False)
     forced = " The answer is 42."
     msgs = [{"role": "user", "content": "Six times seven? Say the answer."}]
