@@ -47,6 +47,16 @@ def rows_as_lists(logits_to_logprobs):
     return wrapped
 
 
+def without_extra_bufts(default_params):
+    """`llama_model_default_params` with llama.cpp's extra CPU buffer types off (see the module's docstring)."""
+
+    def model_params_without_extra_bufts():
+        params = default_params()
+        params.use_extra_bufts = False
+        return params
+    return model_params_without_extra_bufts
+
+
 def main() -> None:
     import llama_cpp.llama as llama_module
 
@@ -55,14 +65,8 @@ def main() -> None:
     if "--rc1-extra-bufts" in sys.argv:
         sys.argv.remove("--rc1-extra-bufts")
     else:
-        default_params = llama_module.llama_cpp.llama_model_default_params
-
-        def model_params_without_extra_bufts():
-            params = default_params()
-            params.use_extra_bufts = False
-            return params
-
-        llama_module.llama_cpp.llama_model_default_params = model_params_without_extra_bufts
+        llama_module.llama_cpp.llama_model_default_params = without_extra_bufts(
+            llama_module.llama_cpp.llama_model_default_params)
     from llama_cpp.server.__main__ import main as server_main
 
     server_main()

@@ -72,7 +72,7 @@ def test_the_servers_log_probs_as_lists_are_the_same_numbers(monkeypatch):
     import numpy as np
     from llama_cpp import Llama, LlamaGrammar
 
-    from rc1.judge.llama_launch import rows_as_lists
+    from rc1.judge.llama_launch import rows_as_lists, without_extra_bufts
     from rc1.judge.prompts import gbnf_literal
     from rc1.models.embedded import gguf_path
 
@@ -85,13 +85,9 @@ def test_the_servers_log_probs_as_lists_are_the_same_numbers(monkeypatch):
 
     import llama_cpp.llama as llama_module
 
-    default_params = llama_module.llama_cpp.llama_model_default_params
-
-    def as_the_server_runs():  # without llama.cpp's extra CPU buffer types, as rc1.judge.llama_launch starts it
-        params = default_params()
-        params.use_extra_bufts = False
-        return params
-    monkeypatch.setattr(llama_module.llama_cpp, "llama_model_default_params", as_the_server_runs)
+    # loaded as rc1.judge.llama_launch starts the server: without llama.cpp's extra CPU buffer types
+    monkeypatch.setattr(llama_module.llama_cpp, "llama_model_default_params",
+                        without_extra_bufts(llama_module.llama_cpp.llama_model_default_params))
     llm = Llama(model_path=str(gguf_path()), n_ctx=512, logits_all=True, n_threads=1, verbose=False)
     forced = " The answer is 42."
     msgs = [{"role": "user", "content": "Six times seven? Say the answer."}]
