@@ -242,6 +242,21 @@ class PlanTensors:
             cut[name] = v
         return replace(self, **cut)
 
+    def select(self, rows) -> PlanTensors:
+        """The rows at the indices `rows` (a 1-D long tensor, increasing) of every tensor; `episode` and `unit`
+        renumbered 0, 1, ... in order; plan-wide counts as they are."""
+        import torch
+
+        cut: dict[str, Any] = {}
+        for name, v in vars(self).items():
+            if v is None or name in PLAN_WIDE:
+                continue
+            v = v[rows]
+            if name in ("episode", "unit") and v.numel():
+                v = torch.unique_consecutive(v, return_inverse=True)[1]
+            cut[name] = v
+        return replace(self, **cut)
+
 
 PLAN_WIDE = ("n_pairs",)   # PlanTensors fields that are counts over the whole plan, not rows
 
@@ -278,6 +293,8 @@ class Policy(Protocol):
     def to_device(self, obj: Any) -> Any: ...
 
     def use_reference(self) -> None: ...
+
+    def zero_loss(self) -> Any: ...   # a loss of 0, no forward: its backward gives every trainable parameter a 0 gradient
 
     def add_module(self, name: str, module: Any) -> Any: ...
 

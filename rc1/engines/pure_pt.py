@@ -456,8 +456,15 @@ class PurePTEngine:
             self._window_losses += 1
             return loss, metrics, True, weight
         if self.dist.distributed:
-            loss = sum((p * 0.0).sum() for p in self.trainable_parameters())
+            loss = self.zero_loss()
         return loss, metrics, False, weight
+
+    def zero_loss(self):
+        """A loss of exactly 0 without a forward: its backward gives every trainable parameter a zero gradient, as
+        the backward of a batch whose loss has no gradient does (AdamW then steps every parameter, its moments
+        carrying on; data-parallel ranks all-reduce as usual). 0.05 s against 0.4 s for a one-row forward and
+        backward of a 135M model here."""
+        return sum(p.sum() for p in self.trainable_parameters()) * 0.0
 
     def _sync_context(self, sync: bool):
         if self.wrapped is None or sync or self.dist.sharding in DEEPSPEED:

@@ -20,6 +20,16 @@ episodes carry the sampler's log-probs (rc1.strategies.rl_math).
 
 A split multi-turn episode (rc1.envs.env) is several rows, one per model turn; each row gets its
 episode's advantage.
+
+Rows without a gradient skip forward and backward: with no KL term (beta 0 and no target_kl), a row whose
+advantage is 0 (its group's rewards all equal) has a loss of exactly 0 per token, at any ratio and IS weight,
+so the loss reads only the rows whose advantage is not 0 (their token weights are still the whole plan's:
+the same gradient). A micro-batch with none runs no forward: its loss is `Policy.zero_loss()`, whose
+backward gives every trainable parameter the zero gradient the full batch would (so AdamW steps as after
+any batch, its moments carrying on, and data-parallel ranks still all-reduce together). Early in training
+most groups have no signal (every answer wrong), and their forward and backward were most of a step. The
+loss metrics (entropy, ratio, clip_frac) are those of the rows the loss read (None when it read none);
+`loss_rows_frac` is their share.
 """
 
 from __future__ import annotations
@@ -73,9 +83,26 @@ class GRPOStrategy(RolloutStrategy):
         tensors = replace(t, advantages=advantages, token_weight=weight, ref_logp=ref_logp)
         return StepPlan(tensors=tensors, loss_fn=self.loss, rollout=ro, metrics=ro.stats.record())
 
+    def rows_with_gradient(self, t: PlanTensors) -> PlanTensors | None:
+        """The rows of `t` whose loss can have a gradient (module docstring): all of them with a KL term, else
+        those whose advantage is not 0; None when there is none."""
+        import torch
+
+        if self.measure_kl or self.beta > 0 or t.advantages is None:
+            return t
+        keep = torch.nonzero(t.advantages != 0).flatten()
+        if keep.numel() == t.rows:
+            return t
+        return t.select(keep) if keep.numel() else None
+
     def loss(self, policy: Policy, t: PlanTensors) -> LossOutput:
         import torch
 
+        rows = t.rows
+        t = self.rows_with_gradient(t)
+        if t is None:
+            return LossOutput(policy.zero_loss(), {"kl": None, "kl_coef": self.beta, "ratio": None, "clip_frac": None,
+                                                   "entropy": None, "pg_loss": 0.0, "loss_rows_frac": 0.0})
         out = policy.forward(t.input_ids, t.attention_mask, positions=t.action_mask, entropy=True,
                              **self.forward_kwargs())
         logp, mask = out.logp, t.action_mask
@@ -94,7 +121,7 @@ class GRPOStrategy(RolloutStrategy):
                        "kl_coef": self.beta, "ratio": float(masked_mean(ratio, mask)),
                        "clip_frac": float(masked_mean(clipped, mask)),
                        "entropy": float(masked_mean(out.entropy, mask)),
-                       "pg_loss": float(masked_mean(pg, mask))}
+                       "pg_loss": float(masked_mean(pg, mask)), "loss_rows_frac": t.rows / max(rows, 1)}
             metrics.update(sampler_metrics(t.sample_logp, old, mask, is_weight))
         return LossOutput(loss, metrics)
 

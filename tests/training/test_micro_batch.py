@@ -181,3 +181,44 @@ def test_window_renormalisation_only_where_a_window_token_mean_is_asked(tmp_path
     recipe = _recipe(tmp_path, "grpo", {"strategy.loss_type": "sequence", "run.gradient_accumulation": 2})
     plan = _plan(recipe, "grpo")
     assert recipe.backward_scale(plan, 2) == 0.5 and recipe.window_grad_scale(2) == 1.0
+
+
+def test_grpo_without_kl_skips_the_rows_without_gradient_and_keeps_the_gradient(tmp_path):
+    """With beta 0 and no target_kl, rows whose advantage is 0 skip forward and backward (rc1.strategies.grpo):
+    the gradient is the one every row gives; a batch without any runs no forward, and every parameter still gets
+    its zero gradient (AdamW's moments carry on as with the full batch). With a KL term every row is read."""
+    from dataclasses import replace
+
+    recipe = _recipe(tmp_path, "grpo", {"strategy.kl_coef": 0.0, "target_kl": None})
+    engine, grpo = recipe.engine, recipe.strategy
+    assert not grpo.measure_kl
+    plan = _plan(recipe, "grpo")
+    rows = plan.tensors.rows
+    for zeros in (slice(2, 6), slice(0, rows)):  # some rows without gradient, then all of them
+        adv = plan.tensors.advantages.clone()
+        adv[zeros] = 0.0
+        cut = replace(plan, tensors=replace(plan.tensors, advantages=adv))
+        skipped = engine.backward(cut, scale=1.0)
+        g_skipped = _grads(engine)
+        read = grpo.rows_with_gradient
+        grpo.rows_with_gradient = lambda t: t  # every row through the loss
+        try:
+            full = engine.backward(cut, scale=1.0)
+        finally:
+            grpo.rows_with_gradient = read
+        g_full = _grads(engine)
+        live = int((adv != 0).sum())
+        assert skipped["loss_rows_frac"] == pytest.approx(live / rows) and full["loss_rows_frac"] == 1.0
+        assert skipped["loss"] == pytest.approx(full["loss"], rel=1e-5, abs=1e-7)
+        for a, b in zip(g_full, g_skipped, strict=True):  # _grads reads every parameter's gradient: none is None
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-7)
+        assert (live > 0) == any(g.abs().sum() > 0 for g in g_skipped)
+    # with a KL term a row of advantage 0 still has a gradient once the policy left its reference: nothing is skipped
+    with_kl = _recipe(tmp_path / "kl", "grpo")
+    with torch.no_grad():
+        for p in with_kl.engine.trainable_parameters():
+            p.add_(0.02 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0)))
+    plan = _plan(with_kl, "grpo")
+    zero = replace(plan, tensors=replace(plan.tensors, advantages=torch.zeros_like(plan.tensors.advantages)))
+    assert with_kl.engine.backward(zero, scale=1.0)["loss_rows_frac"] == 1.0
+    assert any(g.abs().sum() > 0 for g in _grads(with_kl.engine))
