@@ -15,7 +15,8 @@ budget of training time:
   (constant), beta 0 (no reference model), token-level loss (TRL "dapo"), advantages scaled by the
   group's reward std (TRL's default "group"), one update per batch, clip 0.2, grad-norm 1, full
   fine-tuning, no dynamic resampling. Each trainer in its fastest setting on the machine: rc1's engine with
-  bf16 autocast where the CPU has AVX512-BF16/AMX (its rollouts from a bf16 copy), fp32 elsewhere; TRL with
+  bf16 autocast where the CPU has AVX512-BF16/AMX (its rollouts from a bf16 copy), fp32 elsewhere, its rows of
+  advantage 0 skipping forward and backward (beta 0: the same gradient, rc1.strategies.grpo); TRL with
   gradient checkpointing off and `--trl-precision` (bf16 autocast or fp32: run both and report the faster).
 
 Eval, the same for both trainers: greedy accuracy on the held-out problems (100 by default; fewer only for a smoke

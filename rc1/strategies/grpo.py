@@ -28,8 +28,8 @@ the same gradient). A micro-batch with none runs no forward: its loss is `Policy
 backward gives every trainable parameter the zero gradient the full batch would (so AdamW steps as after
 any batch, its moments carrying on, and data-parallel ranks still all-reduce together). Early in training
 most groups have no signal (every answer wrong), and their forward and backward were most of a step. The
-loss metrics (entropy, ratio, clip_frac) are those of the rows the loss read (None when it read none);
-`loss_rows_frac` is their share.
+loss metrics (entropy, ratio, clip_frac, and sampler_mismatch_kl, which needs the trainer's log-probs) are
+those of the rows the loss read (None, or absent, when it read none); `loss_rows_frac` is their share.
 """
 
 from __future__ import annotations
