@@ -175,7 +175,9 @@ def test_the_bench_config_trains_without_a_reference_model(tmp_path):
     last = json.loads(ws.metrics_path.read_text().splitlines()[-1])
     spans = {k: v for k, v in last.items() if k.startswith("time/")}
     assert set(spans) >= {"time/rollout_s", "time/generate_s", "time/plan_s", "time/backward_s", "time/optimizer_s"}
-    assert 0 < spans["time/generate_s"] <= spans["time/rollout_s"] and sum(spans.values()) <= last["sec_per_step"] * 1.5
+    # generation is inside the rollout's span; the step's other spans do not nest
+    outer = sum(v for k, v in spans.items() if k != "time/generate_s")
+    assert 0 < spans["time/generate_s"] <= spans["time/rollout_s"] and outer <= last["sec_per_step"] * 1.05 + 0.005
     assert last["kl"] is None and last["completion_tokens"] > 0
 
 
