@@ -230,20 +230,8 @@ class PlanTensors:
     def rows(self) -> int:
         return int(self.input_ids.shape[0])
 
-    def take(self, rows: slice) -> PlanTensors:
-        """These rows of every tensor; `episode` and `unit` re-based to start at 0; plan-wide counts as they are."""
-        cut: dict[str, Any] = {}
-        for name, v in vars(self).items():
-            if v is None or name in PLAN_WIDE:
-                continue
-            v = v[rows]
-            if name in ("episode", "unit") and v.numel():
-                v = v - v[0]
-            cut[name] = v
-        return replace(self, **cut)
-
-    def select(self, rows) -> PlanTensors:
-        """The rows at the indices `rows` (a 1-D long tensor, increasing) of every tensor; `episode` and `unit`
+    def take(self, rows) -> PlanTensors:
+        """These rows (a slice, or a 1-D long tensor of increasing indices) of every tensor; `episode` and `unit`
         renumbered 0, 1, ... in order; plan-wide counts as they are."""
         import torch
 

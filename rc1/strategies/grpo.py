@@ -93,7 +93,7 @@ class GRPOStrategy(RolloutStrategy):
         keep = torch.nonzero(t.advantages != 0).flatten()
         if keep.numel() == t.rows:
             return t
-        return t.select(keep) if keep.numel() else None
+        return t.take(keep) if keep.numel() else None
 
     def loss(self, policy: Policy, t: PlanTensors) -> LossOutput:
         import torch

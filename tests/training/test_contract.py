@@ -244,6 +244,6 @@ def test_plan_rows_selected_by_index_renumber_their_episodes():
     t = PlanTensors(input_ids=torch.arange(10).view(5, 2), attention_mask=torch.ones(5, 2),
                     action_mask=torch.ones(5, 1), episode=torch.tensor([0, 0, 1, 2, 2]),
                     advantages=torch.tensor([1.0, 1.0, 0.0, -2.0, -2.0]), n_pairs=3)
-    cut = t.select(torch.tensor([1, 3, 4]))
+    cut = t.take(torch.tensor([1, 3, 4]))
     assert cut.input_ids.tolist() == [[2, 3], [6, 7], [8, 9]] and cut.advantages.tolist() == [1.0, -2.0, -2.0]
     assert cut.episode.tolist() == [0, 1, 1] and cut.n_pairs == 3 and cut.sample_logp is None
