@@ -25,7 +25,9 @@ each time by a fresh fp32 copy of the model (`HeldOutEval`) loaded with the trai
 autocast, through rc1's greedy decoder. The clock is paused while evaluating: an eval point's time is training time
 only. Every point keeps each item's 0/1 score, so gains are paired bootstraps over the items.
 
-Seeds: `--seeds N` (default 3) runs both trainers N times with seeds 7, 8, ..., alternating which goes first.
+Seeds: `--seeds N` (default 3) runs both trainers N times with seeds 7, 8, ..., alternating which goes first
+(`arm_order`: rc1 first on seeds 7, 9, ...). `--first-seed S` starts the sequence at S, so seeds 8 and 9 measured
+in one run join seed 7 measured in another with the same order each would have had in one 3-seed run.
 
 One statistic for both (`compare_seed`): the accuracy curves are smoothed (running mean of SMOOTH eval points);
 the target is TRL's final smoothed accuracy; each trainer's time to it is where its smoothed curve first reaches
@@ -622,9 +624,10 @@ def _machine() -> dict:
             "load_avg_1m_start": round(os.getloadavg()[0], 2)}
 
 
-def arm_order(index: int) -> tuple[str, str]:
-    """Which trainer runs first in the `index`-th seed: alternating, so neither always has the cooler machine."""
-    return ("rc1", "trl") if index % 2 == 0 else ("trl", "rc1")
+def arm_order(seed: int) -> tuple[str, str]:
+    """Which trainer runs first for `seed`: alternating along the seed sequence (rc1 on SEED, SEED + 2, ...), so
+    neither always has the cooler machine, whichever seed a run starts from."""
+    return ("rc1", "trl") if (seed - SEED) % 2 == 0 else ("trl", "rc1")
 
 
 def run(ws, quick: bool = False, budget_s: float = 900.0, model: str = DEFAULT_MODEL, eval_every_s: float | None = None,
@@ -669,11 +672,11 @@ def run(ws, quick: bool = False, budget_s: float = 900.0, model: str = DEFAULT_M
     print(f"rc1 bench learn: {model}, {budget_s:g} s of training each, eval every {eval_every_s:g} s on "
           f"{eval_items} held-out items, seeds {seed_list} (alternating order), TRL in {trl_precision}")
     trainers = {"rc1": _train_rc1, "trl": _train_trl}
-    for index, s in enumerate(seed_list):
+    for s in seed_list:
         spec = {"model": model, "budget_s": float(budget_s), "eval_every_s": eval_every_s,
                 "eval_items": int(eval_items), "threads": threads, "seed": s, "trl_precision": trl_precision,
                 "report": str(report)}
-        order = arm_order(index)
+        order = arm_order(s)
         doc["running"] = {"seed": s, "order": list(order)}
         arms: dict = {}
         for arm in order:

@@ -191,11 +191,13 @@ def learn(
     eval_every_s: Annotated[Optional[float], typer.Option(help="seconds of training between evals (default budget/15)")] = None,
     threads: Threads = None,
     seeds: Annotated[int, typer.Option(help="seeds, each training both trainers (alternating which goes first)")] = 3,
+    first_seed: Annotated[int, typer.Option(help="the first seed (7, 8, ... is the measurement's sequence; a later "
+                                                 "first seed continues it in another run)")] = 7,
     trl_precision: Annotated[str, typer.Option(help="TRL's precision: auto (bf16 where native), bf16 or fp32")] = "auto",
 ) -> None:
     """rc1's pure PyTorch engine vs TRL's GRPOTrainer on the same task and budget: accuracy against time."""
     _run("learn", budget_s=budget_s, model=model, eval_items=eval_items, eval_every_s=eval_every_s, threads=threads,
-         seeds=seeds, trl_precision=trl_precision)
+         seeds=seeds, seed=first_seed, trl_precision=trl_precision)
 
 
 @bench_app.command("seeds")

@@ -151,7 +151,8 @@ def test_the_summary_needs_every_seed_a_low_median_and_a_tight_interval():
 
 
 def test_seeds_alternate_which_trainer_goes_first():
-    assert [learn.arm_order(i) for i in range(3)] == [("rc1", "trl"), ("trl", "rc1"), ("rc1", "trl")]
+    """Along the seed sequence, whichever seed a run starts from (--first-seed continues a measurement)."""
+    assert [learn.arm_order(s) for s in (7, 8, 9)] == [("rc1", "trl"), ("trl", "rc1"), ("rc1", "trl")]
 
 
 def test_the_bench_config_trains_without_a_reference_model(tmp_path):
@@ -190,6 +191,32 @@ def test_nonsense_budget_exits_2(tmp_path, args):
     res = CliRunner().invoke(app, ["--workdir", str(tmp_path), "bench", "learn", *args])
     assert res.exit_code == 2, res.output
     assert not (tmp_path / "reports/bench/learn.json").exists()
+
+
+def test_first_seed_continues_the_seed_sequence(tmp_path, monkeypatch):
+    """`--first-seed 8 --seeds 2` trains seeds 8 and 9, TRL first on 8 (as in one run from 7), one child per arm."""
+    from rc1.cli.main import app
+
+    calls = []
+
+    def fake_arm(fn, spec):
+        calls.append((spec["seed"], fn.__name__))
+        # the seed's points: TRL gains 0 -> 1 (so the seed counts), rc1 reaches it at half TRL's time
+        acc = {"_train_rc1": [0.0, 1.0, 1.0], "_train_trl": [0.0, 0.0, 1.0]}[fn.__name__]
+        points = [{"train_s": t, "step": i, "accuracy": a, "scores": [a] * 100}
+                  for i, (t, a) in enumerate(zip((0.0, 50.0, 100.0), acc))]
+        return {"trainer": fn.__name__, "complete": True, "points": points, "steps": 2, "sec_per_step_median": 1.0,
+                "completion_tokens_per_s": 1.0, "final_accuracy": acc[-1], "train_s": 100.0, "peak_memory_mb": 1.0,
+                "prompt_ids_of_first_held_out_item": [1, 2]}
+
+    monkeypatch.setattr(learn, "_in_child", fake_arm)
+    res = CliRunner().invoke(app, ["--workdir", str(tmp_path), "bench", "learn", "--budget-s", "100", "--seeds", "2",
+                                   "--first-seed", "8"])
+    assert res.exit_code == 0, res.output
+    assert calls == [(8, "_train_trl"), (8, "_train_rc1"), (9, "_train_rc1"), (9, "_train_trl")]
+    doc = json.loads((tmp_path / "reports/bench/learn.json").read_text())
+    assert doc["complete"] and doc["seeds"] == [8, 9]
+    assert [r["order"] for r in doc["per_seed"]] == [["trl", "rc1"], ["rc1", "trl"]]
 
 
 def test_bench_learn_end_to_end(tmp_path):
