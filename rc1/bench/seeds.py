@@ -8,8 +8,8 @@ reports/bench/<name>_seeds<N>.yaml and runs `rc1 pipeline` on it as a subprocess
 and evidence as `make run`, one training run per seed (each with its own checkpoints), one eval of every
 seed against one base pass, and the RC1 report. When a gate after training stops the pipeline (for example
 training_done refusing one seed's KL), the benchmark still evaluates every trained seed with `rc1 eval` and
-records each gate's failing checks beside the gains: a measurement, not a pass. Run it in a fresh workspace
-(a clone): the pipeline starts from the data stages there.
+records each gate's failing checks beside the gains: a measurement, not a pass (the command then exits 1, after
+writing the report). Run it in a fresh workspace (a clone): the pipeline starts from the data stages there.
 
 The result, from the eval report the pipeline wrote: per seed, base and trained success on the set the
 RC1 gate judges (the fitted held-out items when the difficulty fit is on) with the paired bootstrap 95 %

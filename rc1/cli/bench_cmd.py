@@ -206,8 +206,19 @@ def seeds(
     n: Annotated[int, typer.Option("--seeds", min=2, help="training seeds (the config's own first)")] = 3,
 ) -> None:
     """The config trained at N seeds through `rc1 pipeline` (in a fresh workspace): each seed's held-out gain
-    with its paired CI on the set the RC1 gate judges."""
-    _run("seeds", config=config, seeds=n)
+    with its paired CI on the set the RC1 gate judges. Exits 1 (after writing the report, which still measures
+    every seed that trained) when the pipeline did not pass: a gate refused or a stage failed."""
+    from rc1.bench import run_area
+
+    ws = workspace()
+    out, result = run_area(ws, "seeds", config=config, seeds=n)
+    typer.echo(f"wrote {ws.rel(out)}")
+    code = result.get("pipeline_exit")
+    if code:
+        refused = sorted(g for g, v in (result.get("gates") or {}).items() if v["failing"])
+        typer.echo(f"rc1 bench seeds: the pipeline exited {code}; gate(s) refused: {', '.join(refused) or 'none'} "
+                   "(reports/gates/); the report measures the seeds that trained", err=True)
+        raise typer.Exit(1)
 
 
 @bench_app.command("gates")

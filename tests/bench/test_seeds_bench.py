@@ -97,3 +97,20 @@ def test_summary_reports_the_pooled_estimate_beside_the_seeds():
     assert s["seeds_with_ci_above_0"] == 0 and s["pooled_ci_above_0"]      # no seed alone, the pooled three do
     assert p["seeds"] == 3 and p["delta_pp"] == 10.0 and 0 < p["ci95_pp"][0] < 10
     assert "pooled" in _table(s) and "mean of 3 seeds" in _table(s)
+
+
+def test_a_refused_pipeline_fails_the_command_after_writing_its_report(tmp_path, monkeypatch):
+    """The gates refusing (the pipeline's exit 1) is the command's exit 1, the measurement still written; a
+    pipeline that passed exits 0."""
+    import json
+
+    import rc1.bench.seeds as seeds_bench
+
+    for code, expected in ((1, 1), (0, 0)):
+        result = {"config": "configs/local.yaml", "pipeline_exit": code, "summary": None,
+                  "gates": {"training_done": {"failing": [{"name": "drift"}] if code else []}}}
+        monkeypatch.setattr(seeds_bench, "run", lambda ws, **kw: dict(result))
+        res = CliRunner().invoke(app, ["--workdir", str(tmp_path), "bench", "seeds"])
+        assert res.exit_code == expected, res.output
+        assert json.loads((tmp_path / "reports/bench/seeds.json").read_text())["pipeline_exit"] == code
+        assert ("gate(s) refused: training_done" in res.output) == bool(code)
