@@ -191,7 +191,7 @@ def learn(
     eval_every_s: Annotated[Optional[float], typer.Option(help="seconds of training between evals (default budget/15)")] = None,
     threads: Threads = None,
     seeds: Annotated[int, typer.Option(help="seeds, each training both trainers (alternating which goes first)")] = 3,
-    first_seed: Annotated[int, typer.Option(help="the first seed (7, 8, ... is the measurement's sequence; a later "
+    first_seed: Annotated[int, typer.Option(min=0, help="the first seed (7, 8, ... is the measurement's sequence; a later "
                                                  "first seed continues it in another run)")] = 7,
     trl_precision: Annotated[str, typer.Option(help="TRL's precision: auto (bf16 where native), bf16 or fp32")] = "auto",
 ) -> None:

@@ -183,7 +183,7 @@ def test_the_bench_config_trains_without_a_reference_model(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--budget-s", "0"], ["--budget-s", "-5"], ["--budget-s", "nan"],
-                                  ["--budget-s", "inf"], ["--budget-s", "soon"], ["--seeds", "0"],
+                                  ["--budget-s", "inf"], ["--budget-s", "soon"], ["--seeds", "0"], ["--first-seed", "-1"],
                                   ["--trl-precision", "fp8"]])
 def test_nonsense_budget_exits_2(tmp_path, args):
     from rc1.cli.main import app
