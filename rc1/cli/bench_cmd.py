@@ -15,12 +15,14 @@ Quick = Annotated[bool, typer.Option(help="smaller sizes, for a smoke run")]
 Threads = Annotated[Optional[int], typer.Option(help="torch threads on CPU")]
 
 
-def _run(area: str, **options) -> None:
+def _run(area: str, **options) -> dict:
+    """Run benchmark `area`, say where its report went; its result."""
     from rc1.bench import run_area
 
     ws = workspace()
-    out, _ = run_area(ws, area, **options)
+    out, result = run_area(ws, area, **options)
     typer.echo(f"wrote {ws.rel(out)}")
+    return result
 
 
 @bench_app.command("data")
@@ -208,11 +210,7 @@ def seeds(
     """The config trained at N seeds through `rc1 pipeline` (in a fresh workspace): each seed's held-out gain
     with its paired CI on the set the RC1 gate judges. Exits 1 (after writing the report, which still measures
     every seed that trained) when the pipeline did not pass: a gate refused or a stage failed."""
-    from rc1.bench import run_area
-
-    ws = workspace()
-    out, result = run_area(ws, "seeds", config=config, seeds=n)
-    typer.echo(f"wrote {ws.rel(out)}")
+    result = _run("seeds", config=config, seeds=n)
     code = result.get("pipeline_exit")
     if code:
         refused = sorted(g for g, v in (result.get("gates") or {}).items() if v["failing"])
