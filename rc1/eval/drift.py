@@ -26,6 +26,7 @@ sha256, so the gate can tell a report of another checkpoint.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from pathlib import Path
@@ -111,8 +112,39 @@ def bootstrap_ci(per_prompt_kl, per_prompt_tokens, per_prompt_seq, confidence: f
     return out
 
 
+PART_OVERHEAD = 16  # positions: what one more forward of a batch's answers costs beyond its rows (a cache copy, a call)
+
+
+def length_parts(lengths: list[int], overhead: int = PART_OVERHEAD) -> list[tuple[int, int]]:
+    """Consecutive parts [(a, b), ...] of rows with ascending `lengths` that minimise the positions a forward
+    computes when each part is right-padded to its own longest row: sum of rows x longest, plus `overhead` a part
+    (dynamic programming over the cut points; a batch of 32 rows is 528 cases)."""
+    n = len(lengths)
+    best, cut = [0.0] + [math.inf] * n, [0] * (n + 1)
+    for b in range(1, n + 1):
+        for a in range(b):
+            cost = best[a] + (b - a) * lengths[b - 1] + overhead
+            if cost < best[b]:
+                best[b], cut[b] = cost, a
+    parts, b = [], n
+    while b:
+        parts.append((cut[b], b))
+        b = cut[b]
+    return parts[::-1]
+
+
+def _cache_rows(cache, rows):
+    """A KV cache of `rows` of `cache`, which is left as it is (the next part reads it too)."""
+    import copy
+
+    part = copy.copy(cache)
+    part.layers = [copy.copy(layer) for layer in cache.layers]
+    part.batch_select_indices(rows)
+    return part
+
+
 def exact_kl(policy, ref, samples: list, *, temperature: float, device, batch_size: int = 32,
-             ref_ctx: Callable | None = None) -> list[list[float]]:
+             ref_ctx: Callable | None = None, part_overhead: int = PART_OVERHEAD) -> list[list[float]]:
     """Per generated token, KL(pi || ref) over the vocabulary between softmax(logits / temperature) of the two
     models, for each sample (input_ids, action_mask). `ref_ctx`: a context manager factory under which `ref`
     is the reference (a peft model with its adapter disabled); `ref` may then be `policy` itself.
@@ -121,8 +153,10 @@ def exact_kl(policy, ref, samples: list, *, temperature: float, device, batch_si
     predicts that token, so it is read with the answer). Whole prompts' answers go together, up to
     `batch_size` answers a batch (prompts ordered by their longest answer: less padding): each model reads the
     batch's distinct prompts in one prefill (rc1.envs.rollout.prefill: a prompt read once for its K answers,
-    the prefix all prompts share read once), then every answer of the batch, right-padded, in one forward
-    from that cache. The vocabulary projection runs only at the generated positions, in fp32."""
+    the prefix all prompts share read once), then the batch's answers from that cache, shortest first, in the
+    parts `length_parts` cuts them into (each right-padded to its own longest: a prompt's answers stopped after
+    a few tokens are not padded to another's 48). The vocabulary projection runs only at the generated
+    positions, in fp32."""
     import contextlib
 
     import torch
@@ -147,13 +181,19 @@ def exact_kl(policy, ref, samples: list, *, temperature: float, device, batch_si
             batches.append([])
         batches[-1] += [(pr, r) for r in groups[pr]]
 
-    def logprobs(model, ctx, prompts, cont, att, sel):
+    def logprobs(model, ctx, prompts, cont, att, sel, parts):
         lm = causal_lm(model)
         with ctx, torch.no_grad():
             cache, p_att, p_pos, _ = prefill(lm, prompts, pad_id=0)
-            pos = p_pos[:, -1:] + 1 + torch.arange(cont.shape[1], device=device)
-            h = lm.get_decoder()(input_ids=cont, attention_mask=torch.cat([p_att, att], 1), position_ids=pos,
-                                 use_cache=True, **with_cache(cache)).last_hidden_state[sel]
+            hidden = []
+            for a, b in parts:  # rows a..b-1, shortest answers first: each part padded to its own longest
+                w = int(att[b - 1].sum())
+                part = cache if (a, b) == (0, len(prompts)) else _cache_rows(cache, torch.arange(a, b, device=device))
+                pos = p_pos[a:b, -1:] + 1 + torch.arange(w, device=device)
+                h = lm.get_decoder()(input_ids=cont[a:b, :w], attention_mask=torch.cat([p_att[a:b], att[a:b, :w]], 1),
+                                     position_ids=pos, use_cache=True, **with_cache(part)).last_hidden_state
+                hidden.append(h[sel[a:b, :w]])
+            h = torch.cat(hidden)
             head = lm.get_output_embeddings()
             logits = torch.nn.functional.linear(h.float(), head.weight.float(),
                                                 None if head.bias is None else head.bias.float())
@@ -161,6 +201,8 @@ def exact_kl(policy, ref, samples: list, *, temperature: float, device, batch_si
 
     out: dict[int, list[float]] = {}
     for batch in batches:
+        batch.sort(key=lambda row: len(samples[row[1]][0]) - len(row[0]))
+        parts = length_parts([len(samples[r][0]) - len(pr) for pr, r in batch], part_overhead)
         prompts = [pr for pr, _ in batch]
         width = max(len(samples[r][0]) - len(pr) for pr, r in batch)
         cont = torch.zeros((len(batch), width), dtype=torch.long)
@@ -175,8 +217,9 @@ def exact_kl(policy, ref, samples: list, *, temperature: float, device, batch_si
             nxt = torch.tensor(mask[p + 1:len(ids)], dtype=torch.bool)
             sel[k, :len(nxt)] = nxt
         cont, att, sel = cont.to(device), att.to(device), sel.to(device)
-        lp = logprobs(policy, contextlib.nullcontext(), prompts, cont, att, sel)
-        lq = logprobs(ref, ref_ctx() if ref_ctx is not None else contextlib.nullcontext(), prompts, cont, att, sel)
+        lp = logprobs(policy, contextlib.nullcontext(), prompts, cont, att, sel, parts)
+        lq = logprobs(ref, ref_ctx() if ref_ctx is not None else contextlib.nullcontext(), prompts, cont, att, sel,
+                      parts)
         per_tok = (lp.exp() * (lp - lq)).sum(-1).clamp(min=0.0).cpu().tolist()
         i = 0
         for (_, r), c in zip(batch, sel.sum(-1).cpu().tolist()):

@@ -68,7 +68,21 @@ def test_exact_kl_is_the_categorical_kl_of_the_tempered_distributions(tiny_ws):
         exact_kl(policy, ref, [([5, 40], [0, 1])], temperature=0.7, device=cpu)
     small = exact_kl(policy, ref, samples, temperature=0.7, device=cpu, batch_size=1)
     assert [r == pytest.approx(g, rel=1e-4, abs=1e-6) for r, g in zip(small, got)] == [True] * 4
+    # every answer length its own forward from copies of the batch's prompt cache: the same KL
+    parted = exact_kl(policy, ref, samples, temperature=0.7, device=cpu, part_overhead=0)
+    assert [r == pytest.approx(g, rel=1e-4, abs=1e-6) for r, g in zip(parted, got)] == [True] * 4
     assert exact_kl(ref, ref, samples, temperature=0.7, device=cpu) == [[0.0] * 3, [0.0] * 2, [0.0] * 2, [0.0] * 3]
+
+
+def test_length_parts_cut_where_padding_costs_more_than_a_forward():
+    from rc1.eval.drift import length_parts
+
+    # a make run batch: most answers stop after a few tokens, some are cut at 48
+    lengths = [4, 5, 5, 6, 7, 9, 48, 48]
+    assert length_parts(lengths, overhead=16) == [(0, 6), (6, 8)]  # 6 x 9 + 2 x 48 + 32 = 182 positions, not 384
+    assert length_parts(lengths, overhead=1000) == [(0, 8)]  # a forward dearer than any padding: one part
+    assert length_parts([7, 7, 7], overhead=0) == [(0, 3)]
+    assert length_parts([], overhead=16) == []
 
 
 # ----------------------------------------------------------------------------- measured end to end
