@@ -10,10 +10,12 @@ stops the run with its output and a FAIL pack.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -24,9 +26,13 @@ from rc1.state import store
 from rc1.state.table import STATES
 from rc1.runtime.errors import Rc1Error
 from rc1.runtime.fingerprint import verify_artifact
-from rc1.runtime.interrupt import INTERRUPT_GRACE_S, interruptible, stop_child
+from rc1.runtime.interrupt import INTERRUPT_GRACE_S, stop_child
+from rc1.runtime.stagefork import StageHost, StageProcess, fork_wanted, spawn_stage
 from rc1.runtime.layout import DEV_BASE_RESPONSES  # `rc1 reward base-answers`
 from rc1.runtime.workspace import Workspace
+
+_log = logging.getLogger("rc1.pipeline")
+
 
 class StageFailed(Rc1Error):
     def __init__(self, stage: str, code: int, tail: str, failpack: str | None):
@@ -51,6 +57,8 @@ class Pipeline:
     cfg: TrainConfig
     echo: Callable[[str], None] = print
     timings: dict[str, float] = field(default_factory=dict)
+    _host: StageHost | None = field(default=None, init=False, repr=False)
+    _host_tried: bool = field(default=False, init=False, repr=False)
 
     @classmethod
     def prepare(cls, ws: Workspace, config_path: str, echo: Callable[[str], None] = print) -> "Pipeline":
@@ -280,8 +288,10 @@ class Pipeline:
             log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {stage.name}: rc1 "
                       f"{' '.join(stage.argv)}\n")
             log.flush()
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                    env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=interruptible)
+            proc, self._host = spawn_stage(self._stage_host(), cmd, {**os.environ, "PYTHONUNBUFFERED": "1"},
+                                           warn=lambda msg: (log.write(f"--- {msg}\n"), self.echo(f"  {msg}")))
+            if isinstance(proc, StageProcess):
+                log.write(f"--- pid {proc.pid}, forked from the stage host\n")
             assert proc.stdout is not None
             os.set_blocking(proc.stdout.fileno(), False)
             try:
@@ -321,6 +331,19 @@ class Pipeline:
                 if prog:
                     progress.update(task, completed=prog[0], total=prog[1])
             time.sleep(0.2)
+
+    def _stage_host(self) -> StageHost | None:
+        """The warm process the stages fork from (rc1.runtime.stagefork), started at the first stage, its own
+        output in logs/pipeline.log; None where it is off or stopped, and each stage starts cold."""
+        if self._host is None and not self._host_tried:
+            self._host_tried = True
+            wanted, why = fork_wanted()
+            if not wanted:
+                _log.info("stage host off (%s): each stage starts as a new process", why)
+                return None
+            self._host = StageHost(self.ws.logs / "pipeline.log")
+            weakref.finalize(self, self._host.close)
+        return self._host if self._host is not None and self._host.alive() else None
 
     def _stop_child(self, proc, log, tail: list[str]) -> None:
         """Ctrl-C: let the running stage stop cleanly (the trainer finishes its step and checkpoints)
