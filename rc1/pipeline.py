@@ -57,11 +57,15 @@ class Pipeline:
     cfg: TrainConfig
     echo: Callable[[str], None] = print
     timings: dict[str, float] = field(default_factory=dict)
+    # Run the stages from a warm process (rc1.runtime.stagefork) that imports torch & co. once: worth it for a
+    # run of many stages (`rc1 pipeline`, the console's "all stages"), not for one (its imports compete with it).
+    warm_stages: bool = False
     _host: StageHost | None = field(default=None, init=False, repr=False)
     _host_tried: bool = field(default=False, init=False, repr=False)
 
     @classmethod
-    def prepare(cls, ws: Workspace, config_path: str, echo: Callable[[str], None] = print) -> "Pipeline":
+    def prepare(cls, ws: Workspace, config_path: str, echo: Callable[[str], None] = print,
+                warm_stages: bool = False) -> "Pipeline":
         """What every run starts with (`rc1 pipeline`, the console's run action): the workspace's folders, the
         run config verified and loaded, the code fingerprint and the effective config recorded."""
         from rc1.config.load import load_train_config, verify_config_file, write_effective_config
@@ -72,7 +76,7 @@ class Pipeline:
         cfg = load_train_config(config_path, ws)
         write_code_fingerprint(ws)
         write_effective_config(ws, cfg, config_path)
-        return cls(ws, config_path, cfg, echo=echo)
+        return cls(ws, config_path, cfg, echo=echo, warm_stages=warm_stages)
 
     # ---------------------------------------------------------------- predicates
     def state_at_least(self, state: str) -> bool:
@@ -333,9 +337,10 @@ class Pipeline:
             time.sleep(0.2)
 
     def _stage_host(self) -> StageHost | None:
-        """The warm process the stages fork from (rc1.runtime.stagefork), started at the first stage, its own
-        output in logs/pipeline.log; None where it is off or stopped, and each stage starts cold."""
-        if self._host is None and not self._host_tried:
+        """The warm process the stages fork from (rc1.runtime.stagefork), started at the first stage when
+        `warm_stages`, its own output in logs/pipeline.log; None where it is off or stopped, and each stage starts
+        cold."""
+        if self.warm_stages and self._host is None and not self._host_tried:
             self._host_tried = True
             wanted, why = fork_wanted()
             if not wanted:

@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         from rc1.runtime.logs import setup_logging
 
         console = Console()
-        pipe = Pipeline.prepare(workspace(), config, echo=console.print)
+        pipe = Pipeline.prepare(workspace(), config, echo=console.print, warm_stages=True)
         ws = pipe.ws
         setup_logging(ws, console=False)
         stages = pipe.stages()

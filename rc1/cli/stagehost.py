@@ -95,6 +95,13 @@ def serve(sock: socket.socket) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     preload()
     gc.freeze()  # the preloaded objects: never scanned by a stage's collections (their pages stay shared)
+    try:
+        _serve(sock)
+    except OSError:  # the pipeline went away (its end of the socket closed): nothing left to serve
+        pass
+
+
+def _serve(sock: socket.socket) -> None:
     send_message(sock, {"ready": True})
     while True:
         request, fds = recv_message(sock, want_fds=1)

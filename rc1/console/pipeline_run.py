@@ -99,6 +99,7 @@ def run_pipeline(pipe, *, all_stages: bool, cancelled: Callable[[], bool],
     """Run the next stage that is not done (or all of them); see the module docstring."""
     from rc1.pipeline import StageFailed
 
+    pipe.warm_stages = all_stages  # one stage: a warm process's imports would only compete with it
     stages = pipe.stages()
     timings = previous_timings(pipe.ws)
     skipped: list[str] = []

@@ -1,9 +1,9 @@
 """Stage processes forked from a warm host instead of started cold.
 
 `rc1 pipeline` runs each of its ~24 stages as its own `rc1` command. A cold `python -m rc1.cli.main` imports
-torch, transformers, numpy, scipy and rc1's own modules again for every stage: 1-2 s each on a laptop CPU, about
-half a minute of a `make run` that does no work. `StageHost` starts one process (rc1.cli.stagehost) that
-imports them once and then forks one child per stage: the child is the same `rc1` command with the same argv,
+torch, transformers, numpy, scipy and rc1's own modules again for every stage: 1-3 s each on a laptop CPU, 23 s
+of a 2-core `make run` (docs/benchmarks.md). `StageHost` starts one process (rc1.cli.stagehost) that imports
+them once, while the first stages run cold, and then forks one child per stage: the child is the same `rc1` command with the same argv,
 working directory, environment and stdout/stderr (a pipe the pipeline reads), run to its exit code. The stage
 still runs in its own process, so a crash, a leak or `os._exit` in a stage cannot reach the pipeline or the next
 stage, and SIGINT / SIGTERM reach it exactly as they reach a cold child.
@@ -13,7 +13,9 @@ terminate, kill, returncode), so `rc1.runtime.interrupt.stop_child` stops it the
 
 Linux only: on macOS, forking a process that loaded Apple's frameworks (torch's MPS backend) is not safe, so
 there, and wherever the host cannot start or dies, `spawn_stage` starts the cold child as before, with one line
-saying why. RC1_STAGE_FORK=0 turns the host off (a cold child per stage, the behaviour before it).
+saying why. RC1_STAGE_FORK=0 turns the host off (a cold child per stage, the behaviour before it). The pipeline
+starts a host only for a run of many stages (`Pipeline.warm_stages`): for one stage its imports would only
+compete with the stage.
 """
 
 from __future__ import annotations
@@ -193,9 +195,10 @@ class StageHost:
         return int(msg["exit"])
 
     def close(self) -> None:
-        try:
-            self.sock.close()
-        finally:
+        """Stop the host (a stage it forked and that still runs is not stopped: stop_child does that)."""
+        self.sock.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()  # idle, or still importing: nothing of it to keep
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:

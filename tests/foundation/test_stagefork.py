@@ -110,14 +110,15 @@ def test_a_dead_host_falls_back_to_a_cold_child():
     assert len(said) == 1 and said[0].startswith("stage host: ") and "starting each stage as a new process" in said[0]
 
 
-def test_the_switch_turns_the_host_off(monkeypatch, ws):
+def test_the_host_is_for_runs_of_many_stages_and_the_switch_turns_it_off(monkeypatch, ws):
     from rc1.config.load import load_train_config
     from rc1.pipeline import Pipeline
 
+    cfg = load_train_config("configs/local.yaml", ws)
+    assert Pipeline(ws, "configs/local.yaml", cfg)._stage_host() is None  # one stage at a time: no warm process
     monkeypatch.setenv(ENV_SWITCH, "0")
     assert fork_wanted() == (False, f"{ENV_SWITCH}=0")
-    pipe = Pipeline(ws, "configs/local.yaml", load_train_config("configs/local.yaml", ws), echo=lambda _: None)
-    assert pipe._stage_host() is None
+    assert Pipeline(ws, "configs/local.yaml", cfg, warm_stages=True)._stage_host() is None
     monkeypatch.delenv(ENV_SWITCH)
     assert fork_wanted() == (True, "")
 
@@ -126,7 +127,8 @@ def test_the_pipeline_forks_its_stages_from_one_host(ws):
     from rc1.config.load import load_train_config
     from rc1.pipeline import Pipeline, Stage
 
-    pipe = Pipeline(ws, "configs/local.yaml", load_train_config("configs/local.yaml", ws), echo=lambda _: None)
+    pipe = Pipeline(ws, "configs/local.yaml", load_train_config("configs/local.yaml", ws), echo=lambda _: None,
+                    warm_stages=True)
     stage = Stage("data: make-min", ["data", "make-min", "--config", "configs/local.yaml"])
     pipe.run_stage(stage)  # started cold: the host is still importing
     host = pipe._host
@@ -137,3 +139,14 @@ def test_the_pipeline_forks_its_stages_from_one_host(ws):
     log = (ws.logs / "pipeline.log").read_text()
     assert log.count("=== ") == 3 and log.count("wrote") >= 3, log[-2000:]
     assert log.count("forked from the stage host") == 2  # the later stages came from the one warm process
+    pipe._host.close()
+    assert host.proc.returncode is not None
+
+
+def test_closing_a_host_that_is_still_importing_stops_it_at_once():
+    """A run that ends (or a console action that ran one stage) before the host finished its imports does not
+    wait for them."""
+    h = StageHost()
+    assert not h.ready()
+    h.close()
+    assert h.proc.returncode == -signal.SIGTERM
